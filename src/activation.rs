@@ -1,0 +1,80 @@
+//! Activation functions named as in transformers' `ACT2FN`.
+
+use candle_core::{Result, Tensor};
+
+/// An activation function, by its transformers name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Activation {
+    /// `gelu`: the exact (erf) GELU.
+    Gelu,
+    /// `gelu_new`: the tanh approximation.
+    GeluNew,
+    /// `gelu_pytorch_tanh`: the same tanh approximation under PyTorch's name.
+    GeluPytorchTanh,
+    Relu,
+    Silu,
+    /// `swish`: SiLU under its other name.
+    Swish,
+    Tanh,
+    /// `linear`: the identity.
+    Linear,
+}
+
+impl Activation {
+    const NAMES: [(&'static str, Activation); 8] = [
+        ("gelu", Activation::Gelu),
+        ("gelu_new", Activation::GeluNew),
+        ("gelu_pytorch_tanh", Activation::GeluPytorchTanh),
+        ("relu", Activation::Relu),
+        ("silu", Activation::Silu),
+        ("swish", Activation::Swish),
+        ("tanh", Activation::Tanh),
+        ("linear", Activation::Linear),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES.iter().find(|(_, a)| *a == self).map(|(n, _)| *n).unwrap_or("gelu")
+    }
+
+    pub fn forward(self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Activation::Gelu => xs.gelu_erf(),
+            Activation::GeluNew | Activation::GeluPytorchTanh => xs.gelu(),
+            Activation::Relu => xs.relu(),
+            Activation::Silu | Activation::Swish => xs.silu(),
+            Activation::Tanh => xs.tanh(),
+            Activation::Linear => Ok(xs.clone()),
+        }
+    }
+}
+
+impl std::str::FromStr for Activation {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Self::NAMES.iter().find(|(n, _)| *n == s).map(|(_, a)| *a).ok_or_else(|| {
+            let known: Vec<&str> = Self::NAMES.iter().map(|(n, _)| *n).collect();
+            format!("unknown activation `{s}` (supported: {})", known.join(", "))
+        })
+    }
+}
+
+impl TryFrom<String> for Activation {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Activation> for String {
+    fn from(a: Activation) -> String {
+        a.name().to_string()
+    }
+}
+
+impl candle_core::Module for Activation {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        Activation::forward(*self, xs)
+    }
+}

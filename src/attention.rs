@@ -1,0 +1,109 @@
+//! Multi-head self-attention with rotary position embedding on queries and keys (and values
+//! when `rotary_value` is set), followed by the output projection and post-LayerNorm.
+
+use candle_core::{Result, Tensor};
+use candle_nn::VarBuilder;
+
+use crate::config::Config;
+use crate::nn::{dropout, Linear, Norm};
+use crate::ops::softmax_last_dim;
+use crate::rotary;
+
+/// Sin/cos tables for the current sequence length, shared by every layer of one forward.
+#[derive(Debug, Clone)]
+pub struct RotaryTables {
+    pub cos: Tensor,
+    pub sin: Tensor,
+}
+
+#[derive(Debug, Clone)]
+pub struct SelfAttention {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    num_heads: usize,
+    head_dim: usize,
+    rotary_value: bool,
+    dropout: f64,
+}
+
+impl SelfAttention {
+    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        let h = config.hidden_size;
+        let bias = config.use_bias();
+        Ok(Self {
+            query: Linear::load(vb.pp("query"), h, h, bias, config)?,
+            key: Linear::load(vb.pp("key"), h, h, bias, config)?,
+            value: Linear::load(vb.pp("value"), h, h, bias, config)?,
+            num_heads: config.num_attention_heads,
+            head_dim: config.head_dim(),
+            rotary_value: config.rotary_value,
+            dropout: config.attention_probs_dropout_prob,
+        })
+    }
+
+    /// (batch, seq, hidden) -> (batch, heads, seq, head_dim), contiguous.
+    fn split_heads(&self, xs: &Tensor) -> Result<Tensor> {
+        let (b, t, _) = xs.dims3()?;
+        xs.reshape((b, t, self.num_heads, self.head_dim))?.transpose(1, 2)?.contiguous()
+    }
+
+    /// `mask` is additive and broadcasts to (batch, heads, seq, seq).
+    pub fn forward(&self, xs: &Tensor, mask: &Tensor, rope: &RotaryTables, train: bool) -> Result<Tensor> {
+        let (b, t, hidden) = xs.dims3()?;
+        let q = rotary::apply(&self.split_heads(&self.query.forward(xs)?)?, &rope.cos, &rope.sin)?;
+        let k = rotary::apply(&self.split_heads(&self.key.forward(xs)?)?, &rope.cos, &rope.sin)?;
+        let v = self.split_heads(&self.value.forward(xs)?)?;
+        let v = if self.rotary_value { rotary::apply(&v, &rope.cos, &rope.sin)? } else { v };
+
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(mask)?;
+        let probs = dropout(&softmax_last_dim(&scores)?, self.dropout, train)?;
+        probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((b, t, hidden))
+    }
+}
+
+/// Projection of the attention output, residual connection and norm.
+#[derive(Debug, Clone)]
+pub struct SelfOutput {
+    dense: Linear,
+    norm: Norm,
+    dropout: f64,
+}
+
+impl SelfOutput {
+    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        let h = config.hidden_size;
+        Ok(Self {
+            dense: Linear::load(vb.pp("dense"), h, h, config.use_bias(), config)?,
+            norm: Norm::load(vb.pp("LayerNorm"), h, config)?,
+            dropout: config.hidden_dropout_prob,
+        })
+    }
+
+    pub fn forward(&self, xs: &Tensor, residual: &Tensor, train: bool) -> Result<Tensor> {
+        let xs = dropout(&self.dense.forward(xs)?, self.dropout, train)?;
+        self.norm.forward(&(xs + residual)?)
+    }
+}
+
+/// `attention.self` and `attention.output` of one layer.
+#[derive(Debug, Clone)]
+pub struct Attention {
+    self_attention: SelfAttention,
+    output: SelfOutput,
+}
+
+impl Attention {
+    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        Ok(Self {
+            self_attention: SelfAttention::load(vb.pp("self"), config)?,
+            output: SelfOutput::load(vb.pp("output"), config)?,
+        })
+    }
+
+    pub fn forward(&self, xs: &Tensor, mask: &Tensor, rope: &RotaryTables, train: bool) -> Result<Tensor> {
+        let attended = self.self_attention.forward(xs, mask, rope, train)?;
+        self.output.forward(&attended, xs, train)
+    }
+}

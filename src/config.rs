@@ -1,0 +1,293 @@
+//! `config.json` of a RoFormer checkpoint, with transformers' defaults.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::activation::Activation;
+use crate::error::{Error, Result};
+
+/// What a sequence-classification head computes, as transformers' `problem_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemType {
+    Regression,
+    SingleLabelClassification,
+    MultiLabelClassification,
+}
+
+/// Normalisation layer of junnyu's checkpoints (`norm_type`); RoFormer v2 uses `rms_norm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NormType {
+    #[default]
+    LayerNorm,
+    /// A weightless RMS norm: `x / sqrt(mean(x²) + eps)`.
+    RmsNorm,
+}
+
+/// Which token multiple choice summarises (transformers' `summary_type`, default `last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryType {
+    #[default]
+    Last,
+    First,
+    Mean,
+}
+
+/// A RoFormer configuration: every `RoFormerConfig` field, plus the extras of junnyu's checkpoints.
+/// Keys this crate does not use are kept in `extra`, so a config saved again loses nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    #[serde(default = "d::vocab_size")]
+    pub vocab_size: usize,
+    /// Width of the embeddings; `None` means `hidden_size` (see [`Config::embedding_size`]).
+    #[serde(default)]
+    pub embedding_size: Option<usize>,
+    #[serde(default = "d::hidden_size")]
+    pub hidden_size: usize,
+    #[serde(default = "d::num_hidden_layers")]
+    pub num_hidden_layers: usize,
+    #[serde(default = "d::num_attention_heads")]
+    pub num_attention_heads: usize,
+    #[serde(default = "d::intermediate_size")]
+    pub intermediate_size: usize,
+    #[serde(default = "d::hidden_act")]
+    pub hidden_act: Activation,
+    #[serde(default = "d::dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default = "d::dropout")]
+    pub attention_probs_dropout_prob: f64,
+    #[serde(default = "d::max_position_embeddings")]
+    pub max_position_embeddings: usize,
+    #[serde(default = "d::type_vocab_size")]
+    pub type_vocab_size: usize,
+    #[serde(default = "d::initializer_range")]
+    pub initializer_range: f64,
+    #[serde(default = "d::layer_norm_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default = "d::pad_token_id")]
+    pub pad_token_id: Option<u32>,
+    #[serde(default)]
+    pub rotary_value: bool,
+    #[serde(default)]
+    pub is_decoder: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id2label: Option<BTreeMap<usize, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label2id: Option<BTreeMap<String, usize>>,
+    /// Explicit label count; otherwise the size of `id2label`, else 2 (see [`Config::num_labels`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_labels: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem_type: Option<ProblemType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architectures: Option<Vec<String>>,
+    /// Activation of junnyu's pooler (`linear` in the sim checkpoints; `tanh` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooler_activation: Option<Activation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm_type: Option<NormType>,
+    /// Whether linear layers carry a bias (false in RoFormer v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_bias: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_type: Option<SummaryType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_use_proj: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_proj_to_labels: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_activation: Option<String>,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+mod d {
+    use crate::activation::Activation;
+    pub fn vocab_size() -> usize {
+        50000
+    }
+    pub fn hidden_size() -> usize {
+        768
+    }
+    pub fn num_hidden_layers() -> usize {
+        12
+    }
+    pub fn num_attention_heads() -> usize {
+        12
+    }
+    pub fn intermediate_size() -> usize {
+        3072
+    }
+    pub fn hidden_act() -> Activation {
+        Activation::Gelu
+    }
+    pub fn dropout() -> f64 {
+        0.1
+    }
+    pub fn max_position_embeddings() -> usize {
+        1536
+    }
+    pub fn type_vocab_size() -> usize {
+        2
+    }
+    pub fn initializer_range() -> f64 {
+        0.02
+    }
+    pub fn layer_norm_eps() -> f64 {
+        1e-12
+    }
+    pub fn pad_token_id() -> Option<u32> {
+        Some(0)
+    }
+}
+
+impl Default for Config {
+    /// `RoFormerConfig()`: the junnyu/roformer_chinese_base shape.
+    fn default() -> Self {
+        serde_json::from_str("{}").expect("every field has a default")
+    }
+}
+
+impl Config {
+    /// Reads and validates a `config.json`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::from_json(&text).map_err(|e| match e {
+            Error::Config { field, message, .. } => {
+                Error::Config { path: Some(path.to_path_buf()), field, message }
+            }
+            other => other,
+        })
+    }
+
+    /// Parses and validates a config from JSON text.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let field = if field == "." { String::new() } else { field };
+            Error::config(&field, e.into_inner().to_string())
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Writes the config as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a config always serialises")
+    }
+
+    /// Checks the relations between fields that serde cannot.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("type_vocab_size", self.type_vocab_size),
+        ];
+        for (field, value) in positive {
+            if value == 0 {
+                return Err(Error::config(field, "must be at least 1"));
+            }
+        }
+        if self.embedding_size == Some(0) {
+            return Err(Error::config("embedding_size", "must be at least 1"));
+        }
+        if self.hidden_size % self.num_attention_heads != 0 {
+            return Err(Error::config(
+                "num_attention_heads",
+                format!(
+                    "hidden_size {} is not divisible by num_attention_heads {}",
+                    self.hidden_size, self.num_attention_heads
+                ),
+            ));
+        }
+        if self.head_dim() % 2 != 0 {
+            return Err(Error::config(
+                "num_attention_heads",
+                format!(
+                    "head dimension {} (hidden_size / num_attention_heads) must be even for rotary embeddings",
+                    self.head_dim()
+                ),
+            ));
+        }
+        if !(self.layer_norm_eps > 0.0) {
+            return Err(Error::config("layer_norm_eps", "must be positive"));
+        }
+        for (field, p) in [
+            ("hidden_dropout_prob", self.hidden_dropout_prob),
+            ("attention_probs_dropout_prob", self.attention_probs_dropout_prob),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::config(field, format!("{p} is not a probability in [0, 1)")));
+            }
+        }
+        if let Some(id2label) = &self.id2label {
+            if let Some(n) = self.num_labels {
+                if n != id2label.len() {
+                    return Err(Error::config(
+                        "num_labels",
+                        format!("{n} disagrees with the {} entries of id2label", id2label.len()),
+                    ));
+                }
+            }
+            if let Some(bad) = id2label.keys().find(|&&k| k >= id2label.len()) {
+                return Err(Error::config("id2label", format!("label id {bad} is out of range")));
+            }
+        }
+        if let Some(act) = &self.summary_activation {
+            if act != "tanh" && act.parse::<Activation>().is_err() {
+                return Err(Error::config("summary_activation", format!("unknown activation `{act}`")));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn embedding_size(&self) -> usize {
+        self.embedding_size.unwrap_or(self.hidden_size)
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// Number of labels of a classification head, as transformers counts them.
+    pub fn num_labels(&self) -> usize {
+        self.num_labels.or(self.id2label.as_ref().map(|m| m.len())).unwrap_or(2)
+    }
+
+    /// The label name of class `id`: `id2label[id]`, else `LABEL_{id}` as transformers names them.
+    pub fn label(&self, id: usize) -> String {
+        self.id2label.as_ref().and_then(|m| m.get(&id).cloned()).unwrap_or_else(|| format!("LABEL_{id}"))
+    }
+
+    /// The problem type, inferred as transformers does when the config does not say.
+    pub fn problem_type(&self) -> ProblemType {
+        self.problem_type.unwrap_or(if self.num_labels() == 1 {
+            ProblemType::Regression
+        } else {
+            ProblemType::SingleLabelClassification
+        })
+    }
+
+    pub fn norm_type(&self) -> NormType {
+        self.norm_type.unwrap_or_default()
+    }
+
+    pub fn use_bias(&self) -> bool {
+        self.use_bias.unwrap_or(true)
+    }
+
+    /// The activation of junnyu's pooler; BERT's tanh unless the config says otherwise.
+    pub fn pooler_activation(&self) -> Activation {
+        self.pooler_activation.unwrap_or(Activation::Tanh)
+    }
+}

@@ -1,0 +1,43 @@
+//! Word and token-type embeddings; RoFormer has no absolute position embeddings.
+
+use candle_core::{Module, Result, Tensor};
+use candle_nn::{Embedding, Init, VarBuilder};
+
+use crate::config::Config;
+use crate::nn::{dropout, Norm};
+
+#[derive(Debug, Clone)]
+pub struct Embeddings {
+    word_embeddings: Embedding,
+    token_type_embeddings: Embedding,
+    norm: Norm,
+    dropout: f64,
+}
+
+impl Embeddings {
+    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        let dim = config.embedding_size();
+        let init = Init::Randn { mean: 0.0, stdev: config.initializer_range };
+        let word = vb.pp("word_embeddings").get_with_hints((config.vocab_size, dim), "weight", init)?;
+        let token_type =
+            vb.pp("token_type_embeddings").get_with_hints((config.type_vocab_size, dim), "weight", init)?;
+        Ok(Self {
+            word_embeddings: Embedding::new(word, dim),
+            token_type_embeddings: Embedding::new(token_type, dim),
+            norm: Norm::load(vb.pp("LayerNorm"), dim, config)?,
+            dropout: config.hidden_dropout_prob,
+        })
+    }
+
+    /// The word embedding matrix, which the masked-LM decoder shares when the file omits its own.
+    pub fn word_embeddings(&self) -> &Tensor {
+        self.word_embeddings.embeddings()
+    }
+
+    pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Result<Tensor> {
+        let words = self.word_embeddings.forward(input_ids)?;
+        let types = self.token_type_embeddings.forward(token_type_ids)?;
+        let xs = self.norm.forward(&(words + types)?)?;
+        dropout(&xs, self.dropout, train)
+    }
+}

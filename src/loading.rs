@@ -1,0 +1,274 @@
+//! Reading checkpoint weights in the Hugging Face layouts: `model.safetensors` (memory-mapped),
+//! sharded safetensors with `model.safetensors.index.json`, and `pytorch_model.bin`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use candle_core::pickle::PthTensors;
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Shape, Tensor};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::{Init, VarBuilder};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it.
+const BASE_PREFIX: &str = "roformer.";
+
+/// A model that can be built from weights under a `VarBuilder` and a config.
+pub trait Load: Sized {
+    fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self>;
+}
+
+macro_rules! impl_load {
+    ($($ty:ty => $prefix:expr),* $(,)?) => {$(
+        impl Load for $ty {
+            fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
+                let vb = if $prefix.is_empty() { vb } else { vb.pp($prefix) };
+                <$ty>::load(vb, config)
+            }
+        }
+    )*};
+}
+
+impl_load!(
+    crate::model::RoFormerModel => "roformer",
+    crate::heads::RoFormerForSequenceClassification => "",
+    crate::heads::RoFormerForTokenClassification => "",
+    crate::heads::RoFormerForMaskedLM => "",
+    crate::heads::RoFormerForQuestionAnswering => "",
+    crate::heads::RoFormerForMultipleChoice => "",
+);
+
+enum WeightFile {
+    Safetensors(MmapedSafetensors),
+    Pth(PthTensors),
+}
+
+struct Weights {
+    /// The file a missing tensor is reported against: the single file or the shard index.
+    origin: PathBuf,
+    files: Vec<(PathBuf, WeightFile)>,
+    /// Tensor name -> index into `files`.
+    names: HashMap<String, usize>,
+}
+
+/// The weights of one checkpoint, opened lazily: tensors are read when a model asks for them.
+#[derive(Clone)]
+pub struct Checkpoint {
+    weights: Arc<Weights>,
+}
+
+impl std::fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("origin", &self.weights.origin)
+            .field("tensors", &self.weights.names.len())
+            .finish()
+    }
+}
+
+impl Checkpoint {
+    /// Opens a checkpoint folder (preferring `model.safetensors`, then its shard index, then
+    /// `pytorch_model.bin` and its index) or a single weight file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        if path.is_dir() {
+            let candidates = [
+                "model.safetensors",
+                "model.safetensors.index.json",
+                "pytorch_model.bin",
+                "pytorch_model.bin.index.json",
+            ];
+            match candidates.iter().map(|c| path.join(c)).find(|p| p.is_file()) {
+                Some(file) => Self::open_file(&file),
+                None => Err(Error::Checkpoint {
+                    path: path.to_path_buf(),
+                    message: format!("no weights found (looked for {})", candidates.join(", ")),
+                }),
+            }
+        } else {
+            Self::open_file(path)
+        }
+    }
+
+    fn open_file(path: &Path) -> Result<Self> {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let shards =
+            if name.ends_with(".index.json") { read_shard_index(path)? } else { vec![path.to_path_buf()] };
+        let mut files = Vec::with_capacity(shards.len());
+        let mut names = HashMap::new();
+        for (i, shard) in shards.into_iter().enumerate() {
+            let file = open_weight_file(&shard)?;
+            let tensor_names: Vec<String> = match &file {
+                WeightFile::Safetensors(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
+                WeightFile::Pth(pth) => pth.tensor_infos().keys().cloned().collect(),
+            };
+            for n in tensor_names {
+                names.insert(n, i);
+            }
+            files.push((shard, file));
+        }
+        Ok(Self { weights: Arc::new(Weights { origin: path.to_path_buf(), files, names }) })
+    }
+
+    /// The file the checkpoint was opened from.
+    pub fn path(&self) -> &Path {
+        &self.weights.origin
+    }
+
+    /// Every tensor name in the checkpoint, sorted.
+    pub fn tensor_names(&self) -> Vec<String> {
+        self.weights.names.keys().cloned().collect::<BTreeSet<_>>().into_iter().collect()
+    }
+
+    /// Reads one tensor by its name in the file, in its stored dtype, on the CPU.
+    pub fn tensor(&self, name: &str) -> Result<Tensor> {
+        let backend = Backend { weights: self.weights.clone(), error: Default::default() };
+        backend.read(name).map_err(|e| backend.take_error().unwrap_or(Error::Candle(e)))
+    }
+
+    /// Builds a model from these weights, converting them to `dtype` on `device`.
+    pub fn load<M: Load>(&self, config: &Config, dtype: DType, device: &Device) -> Result<M> {
+        let error = Arc::new(Mutex::new(None));
+        let backend = Backend { weights: self.weights.clone(), error: error.clone() };
+        let vb = VarBuilder::from_backend(Box::new(backend), dtype, device.clone());
+        M::load(vb, config)
+            .map_err(|e| error.lock().ok().and_then(|mut slot| slot.take()).unwrap_or(Error::Candle(e)))
+    }
+}
+
+/// Loads `config.json` and the weights of a checkpoint folder into model `M`.
+pub fn load_dir<M: Load>(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<M> {
+    let dir = dir.as_ref();
+    let config = Config::from_file(dir.join("config.json"))?;
+    Checkpoint::open(dir)?.load(&config, dtype, device)
+}
+
+fn read_shard_index(path: &Path) -> Result<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message };
+    let index: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("malformed shard index: {e}")))?;
+    let map = index
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| bad("shard index has no `weight_map` object".into()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut shards = BTreeSet::new();
+    for (tensor, file) in map {
+        let file =
+            file.as_str().ok_or_else(|| bad(format!("weight_map entry `{tensor}` is not a file name")))?;
+        shards.insert(dir.join(file));
+    }
+    if shards.is_empty() {
+        return Err(bad("shard index lists no files".into()));
+    }
+    Ok(shards.into_iter().collect())
+}
+
+fn open_weight_file(path: &Path) -> Result<WeightFile> {
+    if !path.is_file() {
+        return Err(Error::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "weight file not found"),
+        ));
+    }
+    let corrupt = |e: candle_core::Error| Error::Checkpoint {
+        path: path.to_path_buf(),
+        message: format!("unreadable weight file (truncated or corrupt?): {}", root_message(&e)),
+    };
+    if path.extension().is_some_and(|e| e == "bin" || e == "pt" || e == "pth") {
+        PthTensors::new(path, None).map(WeightFile::Pth).map_err(corrupt)
+    } else {
+        // SAFETY: the mapping is read-only; like every mmap-based loader we rely on the file
+        // not being truncated while the checkpoint is open.
+        unsafe { MmapedSafetensors::new(path) }.map(WeightFile::Safetensors).map_err(corrupt)
+    }
+}
+
+/// The innermost message of a Candle error, without backtraces or repeated paths.
+fn root_message(e: &candle_core::Error) -> String {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } | candle_core::Error::WithPath { inner, .. } => {
+            root_message(inner)
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The `VarBuilder` backend over a checkpoint. Candle's error type cannot carry ours back, so
+/// the first typed error is kept aside and `Checkpoint::load` returns it instead.
+struct Backend {
+    weights: Arc<Weights>,
+    error: Arc<Mutex<Option<Error>>>,
+}
+
+impl Backend {
+    fn fail(&self, e: Error) -> candle_core::Error {
+        let message = e.to_string();
+        if let Ok(mut slot) = self.error.lock() {
+            slot.get_or_insert(e);
+        }
+        candle_core::Error::Msg(message)
+    }
+
+    fn take_error(&self) -> Option<Error> {
+        self.error.lock().ok().and_then(|mut slot| slot.take())
+    }
+
+    /// The stored name for `name`: itself, or the same name without / with the `roformer.` prefix.
+    fn resolve(&self, name: &str) -> Option<(usize, String)> {
+        let names = &self.weights.names;
+        let candidates = [
+            Some(name.to_string()),
+            name.strip_prefix(BASE_PREFIX).map(str::to_string),
+            Some(format!("{BASE_PREFIX}{name}")),
+        ];
+        candidates.into_iter().flatten().find_map(|n| names.get(&n).map(|&i| (i, n)))
+    }
+
+    fn read(&self, name: &str) -> candle_core::Result<Tensor> {
+        let Some((file, stored)) = self.resolve(name) else {
+            return Err(self
+                .fail(Error::MissingTensor { path: self.weights.origin.clone(), tensor: name.to_string() }));
+        };
+        let (path, weights) = &self.weights.files[file];
+        let tensor = match weights {
+            WeightFile::Safetensors(st) => st.load(&stored, &Device::Cpu),
+            WeightFile::Pth(pth) => pth.get(&stored).and_then(|t| t.ok_or(candle_core::Error::UnwrapNone)),
+        };
+        tensor.map_err(|e| {
+            self.fail(Error::Checkpoint {
+                path: path.clone(),
+                message: format!("cannot read tensor `{stored}`: {}", root_message(&e)),
+            })
+        })
+    }
+}
+
+impl SimpleBackend for Backend {
+    fn get(&self, s: Shape, name: &str, _: Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        let tensor = self.read(name)?;
+        if tensor.shape() != &s {
+            let path = self.resolve(name).map(|(i, _)| self.weights.files[i].0.clone()).unwrap_or_default();
+            return Err(self.fail(Error::ShapeMismatch {
+                path,
+                tensor: name.to_string(),
+                expected: s.dims().to_vec(),
+                found: tensor.dims().to_vec(),
+            }));
+        }
+        tensor.to_dtype(dtype)?.to_device(dev)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        self.read(name)?.to_dtype(dtype)?.to_device(dev)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.resolve(name).is_some()
+    }
+}

@@ -1,0 +1,73 @@
+//! Helpers shared by the integration tests: fixture paths, references, and tolerance checks.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use candle_core::{DType, Device, Tensor};
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+pub fn model_fixture(name: &str) -> PathBuf {
+    fixture("models").join(name)
+}
+
+/// The inputs and transformers' outputs of a model fixture, by `<case>.<name>`.
+pub struct Reference(HashMap<String, Tensor>);
+
+impl Reference {
+    pub fn load(model: &str) -> Self {
+        let path = model_fixture(model).join("reference.safetensors");
+        Self(candle_core::safetensors::load(&path, &Device::Cpu).expect("reference file"))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Tensor> {
+        self.0.get(key)
+    }
+
+    pub fn tensor(&self, key: &str) -> &Tensor {
+        self.0.get(key).unwrap_or_else(|| panic!("reference has no `{key}`"))
+    }
+
+    /// The cases of the fixture (the prefixes of its `*.input_ids` entries), sorted.
+    pub fn cases(&self) -> Vec<String> {
+        let mut cases: Vec<String> =
+            self.0.keys().filter_map(|k| k.strip_suffix(".input_ids").map(str::to_string)).collect();
+        cases.sort();
+        cases
+    }
+}
+
+/// Max absolute and relative (‖a − b‖ / ‖b‖) differences, computed in f64.
+pub fn diffs(ours: &Tensor, reference: &Tensor) -> (f64, f64) {
+    assert_eq!(ours.dims(), reference.dims(), "shapes differ");
+    let a = ours.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+    let b = reference.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+    let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let err: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum::<f64>().sqrt();
+    let norm: f64 = b.iter().map(|y| y * y).sum::<f64>().sqrt();
+    (max_abs, err / norm.max(f64::MIN_POSITIVE))
+}
+
+/// Asserts the f32 parity bound of the project: 1e-4 max abs and 1e-5 relative.
+pub fn assert_close(what: &str, ours: &Tensor, reference: &Tensor) {
+    assert_within(what, ours, reference, 1e-4, 1e-5);
+}
+
+pub fn assert_within(what: &str, ours: &Tensor, reference: &Tensor, max_abs: f64, max_rel: f64) {
+    let (abs, rel) = diffs(ours, reference);
+    if std::env::var_os("ROFORMER_PRINT_DIFFS").is_some() {
+        eprintln!("{what}: max abs {abs:.2e}, rel {rel:.2e}");
+    }
+    assert!(
+        abs <= max_abs && rel <= max_rel,
+        "{what}: max abs diff {abs:.3e} (bound {max_abs:.0e}), relative {rel:.3e} (bound {max_rel:.0e})"
+    );
+    // A reference of zeros would make the comparison vacuous.
+    assert!(
+        reference.abs().unwrap().max_all().unwrap().to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap()
+            > 0.1
+    );
+}
