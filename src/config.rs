@@ -170,7 +170,7 @@ impl Config {
         let de = &mut serde_json::Deserializer::from_str(text);
         let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
-            let field = if field == "." { String::new() } else { field };
+            let field = if field == "." || field == "?" { String::new() } else { field };
             Error::config(&field, e.into_inner().to_string())
         })?;
         config.validate()?;
@@ -201,7 +201,7 @@ impl Config {
         if self.embedding_size == Some(0) {
             return Err(Error::config("embedding_size", "must be at least 1"));
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(Error::config(
                 "num_attention_heads",
                 format!(
@@ -210,7 +210,7 @@ impl Config {
                 ),
             ));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return Err(Error::config(
                 "num_attention_heads",
                 format!(
@@ -219,7 +219,7 @@ impl Config {
                 ),
             ));
         }
-        if !(self.layer_norm_eps > 0.0) {
+        if self.layer_norm_eps.is_nan() || self.layer_norm_eps <= 0.0 {
             return Err(Error::config("layer_norm_eps", "must be positive"));
         }
         for (field, p) in [

@@ -90,8 +90,4 @@ impl Error {
     pub(crate) fn config(field: &str, message: impl Into<String>) -> Self {
         Error::Config { path: None, field: field.to_string(), message: message.into() }
     }
-
-    pub(crate) fn input(message: impl Into<String>) -> Self {
-        Error::Input(message.into())
-    }
 }

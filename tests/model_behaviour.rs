@@ -1,0 +1,265 @@
+//! Reduced precision, the rotary cache, extrapolation and the errors of bad configs and checkpoints.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use common::{assert_within, model_fixture, Reference};
+use roformer::{
+    load_dir, Checkpoint, Config, Error, Inputs, RoFormerForSequenceClassification, RoFormerModel,
+};
+
+fn batch_inputs(reference: &Reference) -> Inputs<'_> {
+    Inputs {
+        input_ids: reference.tensor("batch.input_ids"),
+        token_type_ids: reference.get("batch.token_type_ids"),
+        attention_mask: reference.get("batch.attention_mask"),
+    }
+}
+
+#[test]
+fn half_precision_stays_within_stated_bounds() {
+    // f16 carries 11 significant bits and bf16 8. Through two layers with weights of std 0.3
+    // (hidden values up to ~4) we measured 1e-3 relative in f16 and 2e-2 in bf16; transformers
+    // itself, run in bf16 on this fixture, lands 0.13 max abs and 1.5e-2 relative from f32.
+    let reference = Reference::load("base");
+    let expected = reference.tensor("batch.last_hidden_state");
+    for (dtype, max_abs, max_rel) in [(DType::F16, 2e-2, 2e-3), (DType::BF16, 3e-1, 3e-2)] {
+        let model: RoFormerModel = load_dir(model_fixture("base"), dtype, &Device::Cpu).unwrap();
+        let out = model.forward(batch_inputs(&reference)).unwrap();
+        assert_eq!(out.dtype(), dtype);
+        assert_within(&format!("{dtype:?}"), &out, expected, max_abs, max_rel);
+    }
+}
+
+#[test]
+fn rotary_tables_are_built_once_and_reused() {
+    let reference = Reference::load("base");
+    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, &Device::Cpu).unwrap();
+    assert_eq!(model.rotary().table_builds(), 0);
+    model.forward(batch_inputs(&reference)).unwrap();
+    assert_eq!(model.rotary().table_builds(), 1);
+    // The same length again, then a shorter one: no trigonometry.
+    model.forward(batch_inputs(&reference)).unwrap();
+    let ids = Tensor::new(&[[5u32, 6, 7]], &Device::Cpu).unwrap();
+    model.forward(Inputs::new(&ids)).unwrap();
+    assert_eq!(model.rotary().table_builds(), 1);
+    // Past max_position_embeddings the table grows once, then is reused.
+    let long =
+        Tensor::ones((1, 3 * model.config().max_position_embeddings), DType::U32, &Device::Cpu).unwrap();
+    model.forward(Inputs::new(&long)).unwrap();
+    model.forward(Inputs::new(&long)).unwrap();
+    assert_eq!(model.rotary().table_builds(), 2);
+}
+
+#[test]
+fn rotary_table_matches_the_one_transformers_saved() {
+    // transformers stores its sinusoidal table ([sin | cos], head_dim wide) as
+    // `encoder.embed_positions.weight`; ours is computed the same way, in f64 then cast.
+    let checkpoint = Checkpoint::open(model_fixture("base")).unwrap();
+    let saved = checkpoint.tensor("encoder.embed_positions.weight").unwrap();
+    let config = Config::from_file(model_fixture("base").join("config.json")).unwrap();
+    let (len, dim) = saved.dims2().unwrap();
+    assert_eq!((len, dim), (config.max_position_embeddings, config.head_dim()));
+    let rotary = roformer::RotaryEmbedding::new(dim, len);
+    let (cos, sin) = rotary.cos_sin(len, DType::F32, &Device::Cpu).unwrap();
+    let ours = Tensor::cat(&[sin, cos], 1).unwrap();
+    let (a, b) = (ours.to_vec2::<f32>().unwrap(), saved.to_vec2::<f32>().unwrap());
+    assert_eq!(a, b, "tables differ");
+}
+
+#[test]
+fn extrapolation_matches_a_longer_config() {
+    // `beyond_max` is longer than this config's max_position_embeddings; transformers computed it
+    // with the same weights under a config four times as long.
+    let reference = Reference::load("base");
+    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, &Device::Cpu).unwrap();
+    let ids = reference.tensor("beyond_max.input_ids");
+    assert!(ids.dim(1).unwrap() > model.config().max_position_embeddings);
+    let inputs = Inputs {
+        input_ids: ids,
+        token_type_ids: reference.get("beyond_max.token_type_ids"),
+        attention_mask: reference.get("beyond_max.attention_mask"),
+    };
+    let out = model.forward(inputs).unwrap();
+    common::assert_close("beyond max", &out, reference.tensor("beyond_max.last_hidden_state"));
+}
+
+fn config_error(json: &str) -> (String, String) {
+    match Config::from_json(json) {
+        Err(Error::Config { field, message, .. }) => (field, message),
+        other => panic!("expected a config error for {json}, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_configs_name_the_field() {
+    let (field, _) = config_error(r#"{"hidden_size": 30, "num_attention_heads": 4}"#);
+    assert_eq!(field, "num_attention_heads");
+    let (field, message) = config_error(r#"{"hidden_size": 36, "num_attention_heads": 4}"#);
+    assert_eq!(field, "num_attention_heads");
+    assert!(message.contains("even"), "{message}");
+    let (field, message) = config_error(r#"{"hidden_act": "gelu_magic"}"#);
+    assert_eq!(field, "hidden_act");
+    assert!(message.contains("gelu_magic"), "{message}");
+    assert_eq!(config_error(r#"{"num_hidden_layers": 0}"#).0, "num_hidden_layers");
+    assert_eq!(config_error(r#"{"num_attention_heads": 0}"#).0, "num_attention_heads");
+    assert_eq!(config_error(r#"{"hidden_size": "big"}"#).0, "hidden_size");
+    assert_eq!(config_error(r#"{"id2label": {"0": "a", "5": "b"}}"#).0, "id2label");
+    let (field, message) = config_error(r#"{"hidden_size": 64,"#);
+    assert_eq!(field, "");
+    assert!(message.contains("EOF"), "{message}");
+}
+
+#[test]
+fn config_defaults_and_extras() {
+    let c = Config::from_json("{}").unwrap();
+    assert_eq!((c.vocab_size, c.hidden_size, c.max_position_embeddings), (50000, 768, 1536));
+    assert_eq!(c.embedding_size(), 768);
+    assert_eq!(c.num_labels(), 2);
+    assert_eq!(c.label(1), "LABEL_1");
+    let real = Config::from_file(common::fixture("vocab/roformer_chinese_base/config.json")).unwrap();
+    assert_eq!(real.max_position_embeddings, 512);
+    assert_eq!(real.architectures.as_deref(), Some(&["RoFormerForMaskedLM".to_string()][..]));
+    let sim = Config::from_file(model_fixture("sim_pooler").join("config.json")).unwrap();
+    assert_eq!(sim.pooler_activation(), roformer::Activation::Linear);
+    assert!(sim.use_bias());
+    // Unknown keys survive a save.
+    let again = Config::from_json(&sim.to_json()).unwrap();
+    assert_eq!(again, sim);
+}
+
+/// A scratch copy of a fixture folder, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn copy_of(fixture: &str, tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("roformer-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(model_fixture(fixture)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+        Scratch(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Rewrites model.safetensors after `edit` changes its tensors.
+    fn edit_weights(&self, edit: impl FnOnce(&mut std::collections::HashMap<String, Tensor>)) {
+        let file = self.0.join("model.safetensors");
+        let mut tensors = candle_core::safetensors::load(&file, &Device::Cpu).unwrap();
+        edit(&mut tensors);
+        candle_core::safetensors::save(&tensors, &file).unwrap();
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn load_seqcls(dir: &Path) -> Result<RoFormerForSequenceClassification, Error> {
+    load_dir(dir, DType::F32, &Device::Cpu)
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let scratch = Scratch::copy_of("seqcls", "missing");
+    scratch.edit_weights(|t| {
+        t.remove("roformer.encoder.layer.1.attention.self.key.weight").unwrap();
+    });
+    match load_seqcls(scratch.path()) {
+        Err(Error::MissingTensor { path, tensor }) => {
+            assert_eq!(tensor, "roformer.encoder.layer.1.attention.self.key.weight");
+            assert!(path.ends_with("model.safetensors"));
+        }
+        other => panic!("expected MissingTensor, got {other:?}"),
+    }
+}
+
+#[test]
+fn head_missing_from_an_encoder_checkpoint_is_named() {
+    let err = load_dir::<RoFormerForSequenceClassification>(model_fixture("base"), DType::F32, &Device::Cpu)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::MissingTensor { tensor, .. } if tensor == "classifier.dense.weight"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_shape_is_named() {
+    let scratch = Scratch::copy_of("seqcls", "shape");
+    scratch.edit_weights(|t| {
+        let w = t["classifier.out_proj.weight"].narrow(0, 0, 2).unwrap();
+        t.insert("classifier.out_proj.weight".into(), w);
+    });
+    match load_seqcls(scratch.path()) {
+        Err(Error::ShapeMismatch { tensor, expected, found, .. }) => {
+            assert_eq!(tensor, "classifier.out_proj.weight");
+            assert_eq!((expected, found), (vec![3, 64], vec![2, 64]));
+        }
+        other => panic!("expected ShapeMismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn truncated_and_corrupt_files_are_named() {
+    let scratch = Scratch::copy_of("seqcls", "truncated");
+    let file = scratch.path().join("model.safetensors");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let err = load_seqcls(scratch.path()).unwrap_err();
+    assert!(matches!(&err, Error::Checkpoint { path, .. } if path == &file), "{err}");
+
+    std::fs::write(&file, b"definitely not a safetensors file").unwrap();
+    let err = load_seqcls(scratch.path()).unwrap_err();
+    assert!(matches!(&err, Error::Checkpoint { path, .. } if path == &file), "{err}");
+
+    let scratch = Scratch::copy_of("base_bin", "bin");
+    let file = scratch.path().join("pytorch_model.bin");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() - 200]).unwrap();
+    let err = load_dir::<RoFormerModel>(scratch.path(), DType::F32, &Device::Cpu).unwrap_err();
+    assert!(matches!(&err, Error::Checkpoint { path, .. } if path == &file), "{err}");
+}
+
+#[test]
+fn malformed_config_and_missing_files_are_named() {
+    let scratch = Scratch::copy_of("seqcls", "config");
+    let config = scratch.path().join("config.json");
+    std::fs::write(&config, r#"{"hidden_size": 64, "num_attention_heads": "four"}"#).unwrap();
+    match load_seqcls(scratch.path()) {
+        Err(Error::Config { path, field, .. }) => {
+            assert_eq!(path.as_deref(), Some(config.as_path()));
+            assert_eq!(field, "num_attention_heads");
+        }
+        other => panic!("expected a config error, got {other:?}"),
+    }
+    std::fs::remove_file(scratch.path().join("model.safetensors")).unwrap();
+    let err = Checkpoint::open(scratch.path()).unwrap_err();
+    assert!(err.to_string().contains("no weights found"), "{err}");
+
+    let scratch = Scratch::copy_of("base_sharded", "shard");
+    std::fs::remove_file(scratch.path().join("model-00003-of-00009.safetensors")).unwrap();
+    let err = load_dir::<RoFormerModel>(scratch.path(), DType::F32, &Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("model-00003-of-00009.safetensors"), "{err}");
+}
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, &Device::Cpu).unwrap();
+    let ids = Tensor::new(&[[1u32, 2, 3]], &Device::Cpu).unwrap();
+    let short_mask = Tensor::new(&[[1u32, 1]], &Device::Cpu).unwrap();
+    assert!(model.forward(Inputs::new(&ids).with_attention_mask(&short_mask)).is_err());
+    let empty = Tensor::zeros((1, 0), DType::U32, &Device::Cpu).unwrap();
+    assert!(model.forward(Inputs::new(&empty)).is_err());
+    let out_of_vocab = Tensor::new(&[[1u32, 100_000]], &Device::Cpu).unwrap();
+    assert!(model.forward(Inputs::new(&out_of_vocab)).is_err());
+}
