@@ -33,6 +33,7 @@ pub mod model;
 pub mod nn;
 pub mod ops;
 pub mod rotary;
+pub mod tokenizer;
 
 pub use activation::Activation;
 pub use config::{Config, NormType, ProblemType};
@@ -44,3 +45,4 @@ pub use heads::{
 pub use loading::{load_dir, Checkpoint, Load};
 pub use model::{Inputs, RoFormerModel};
 pub use rotary::RotaryEmbedding;
+pub use tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
