@@ -27,11 +27,14 @@ pub mod config;
 pub mod embeddings;
 pub mod encoder;
 pub mod error;
+pub mod glue;
 pub mod heads;
+pub mod hub;
 pub mod loading;
 pub mod model;
 pub mod nn;
 pub mod ops;
+pub mod pipelines;
 pub mod rotary;
 pub mod tokenizer;
 

@@ -1,0 +1,176 @@
+//! The pipelines as a user calls them, against transformers on the same inputs (1e-4), and the
+//! metric code against scikit-learn and scipy.
+
+mod common;
+
+use roformer::glue;
+use roformer::pipelines::{
+    cosine_similarity, FillMask, PipelineOptions, Pooling, SentenceEncoder, TextClassifier,
+};
+use serde_json::Value;
+
+fn expected(name: &str) -> Value {
+    let path = common::fixture(&format!("pipelines/{name}/expected.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+fn assert_vec_close(what: &str, ours: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(ours.len(), want.len(), "{what}: lengths");
+    let worst = ours.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    assert!(worst <= tol, "{what}: max abs diff {worst:e} > {tol:e}\nours {ours:?}\nwant {want:?}");
+}
+
+fn options(batch_size: usize) -> PipelineOptions {
+    PipelineOptions { batch_size, ..Default::default() }
+}
+
+fn dir(name: &str) -> String {
+    common::fixture(&format!("pipelines/{name}")).to_string_lossy().into_owned()
+}
+
+#[test]
+fn classifier_matches_transformers_for_every_problem_type() {
+    for name in ["cls", "multilabel", "regression"] {
+        let want = expected(name);
+        // A batch size that splits the inputs unevenly, so sorting and reordering are exercised.
+        let classifier = TextClassifier::load(&dir(name), options(3)).unwrap();
+        let texts: Vec<&str> =
+            want["texts"].as_array().unwrap().iter().map(|c| c["input"][0].as_str().unwrap()).collect();
+        let results = classifier.classify(&texts).unwrap();
+        assert_eq!(results.len(), texts.len());
+        for (case, got) in want["texts"].as_array().unwrap().iter().zip(&results) {
+            let what = format!("{name} {:?}", case["input"][0]);
+            assert_vec_close(&what, &got.scores, &floats(&case["scores"]), 1e-4);
+            assert_vec_close(&what, &got.logits, &floats(&case["logits"]), 1e-4);
+            assert_eq!(got.truncated, case["truncated"].as_bool().unwrap(), "{what}");
+        }
+        let pairs: Vec<(&str, &str)> = want["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["input"][0].as_str().unwrap(), c["input"][1].as_str().unwrap()))
+            .collect();
+        let results = classifier.classify_pairs(&pairs).unwrap();
+        for (case, got) in want["pairs"].as_array().unwrap().iter().zip(&results) {
+            assert_vec_close(
+                &format!("{name} pair {:?}", case["input"]),
+                &got.scores,
+                &floats(&case["scores"]),
+                1e-4,
+            );
+        }
+    }
+}
+
+#[test]
+fn classifier_labels_come_from_id2label() {
+    let classifier = TextClassifier::load(&dir("cls"), options(8)).unwrap();
+    let want = expected("cls");
+    let results = classifier.classify(&["a great film"]).unwrap();
+    let scores = floats(&want["texts"][2]["scores"]);
+    let best = (0..3).max_by(|&a, &b| scores[a].total_cmp(&scores[b])).unwrap();
+    assert_eq!(results[0].label_id, best);
+    assert_eq!(results[0].label, ["negative", "neutral", "positive"][best]);
+    assert!((results[0].score - scores[best]).abs() < 1e-4);
+}
+
+#[test]
+fn sentence_encoder_matches_transformers() {
+    let want = expected("sim");
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let encoder = SentenceEncoder::load(&dir("sim"), options(4)).unwrap();
+    for (pooling, key) in [(Pooling::Cls, "cls"), (Pooling::Mean, "mean"), (Pooling::Pooler, "pooler")] {
+        let ours = encoder.encode(&texts, pooling, false).unwrap();
+        for ((text, got), want) in texts.iter().zip(&ours).zip(want[key].as_array().unwrap()) {
+            assert_vec_close(&format!("{key} {text:?}"), got, &floats(want), 1e-4);
+        }
+        let normalized = encoder.encode(&texts, pooling, true).unwrap();
+        for (n, raw) in normalized.iter().zip(&ours) {
+            let norm: f32 = n.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-5);
+            assert!((cosine_similarity(n, raw) - 1.0).abs() < 1e-5);
+        }
+    }
+}
+
+#[test]
+fn fill_mask_matches_transformers() {
+    let want = expected("mlm");
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let fill = FillMask::load(&dir("mlm"), options(2)).unwrap();
+    let ours = fill.fill(&texts, 5).unwrap();
+    for ((text, got), want) in texts.iter().zip(&ours).zip(want["top5"].as_array().unwrap()) {
+        let want = want.as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{text}: one list per [MASK]");
+        for (mask, want_mask) in got.iter().zip(want) {
+            let ids: Vec<u32> = mask.iter().map(|c| c.token_id).collect();
+            let want_ids: Vec<u32> =
+                want_mask.as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap() as u32).collect();
+            assert_eq!(ids, want_ids, "{text}");
+            for (c, w) in mask.iter().zip(want_mask.as_array().unwrap()) {
+                assert_eq!(c.token, w[0].as_str().unwrap());
+                assert!((c.score - w[2].as_f64().unwrap() as f32).abs() < 1e-4);
+            }
+        }
+    }
+}
+
+#[test]
+fn metrics_match_scikit_learn_and_scipy() {
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::fixture("pipelines/metrics.json")).unwrap())
+            .unwrap();
+    let ints =
+        |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect::<Vec<_>>();
+    let f64s = |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect::<Vec<_>>();
+    let close = |what: &str, ours: f64, want: &Value| {
+        let want = want.as_f64().unwrap();
+        assert!((ours - want).abs() < 1e-12, "{what}: {ours} vs {want}");
+    };
+    let b = &m["binary"];
+    let (p, l) = (ints(&b["predictions"]), ints(&b["labels"]));
+    close("accuracy", glue::accuracy(&p, &l), &b["accuracy"]);
+    close("f1", glue::f1_binary(&p, &l), &b["f1"]);
+    close("matthews", glue::matthews_corrcoef(&p, &l), &b["matthews"]);
+    let c = &m["multiclass"];
+    let (p, l) = (ints(&c["predictions"]), ints(&c["labels"]));
+    close("accuracy 3", glue::accuracy(&p, &l), &c["accuracy"]);
+    close("matthews 3", glue::matthews_corrcoef(&p, &l), &c["matthews"]);
+    let r = &m["regression"];
+    let (x, y, xt) = (f64s(&r["x"]), f64s(&r["y"]), f64s(&r["xt"]));
+    close("pearson", glue::pearson(&x, &y), &r["pearson"]);
+    close("spearman", glue::spearman(&x, &y), &r["spearman"]);
+    close("spearman ties", glue::spearman(&xt, &y), &r["spearman_ties"]);
+}
+
+#[test]
+fn tsv_reading_detects_headers_and_names_bad_lines() {
+    let sst2 = "sentence\tlabel\ngood film \t1\n\nbad film\t0\nno label here\n";
+    let err = glue::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), false).unwrap_err();
+    assert!(err.to_string().contains("dev.tsv:5"), "{err}");
+    let data = glue::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), true).unwrap();
+    assert!(data.has_header);
+    assert_eq!(data.rows.len(), 2);
+    assert_eq!((data.rows[1].line, data.rows[1].label.as_deref()), (4, Some("0")));
+    assert_eq!(data.skipped.len(), 1);
+    assert_eq!(data.skipped[0].line, 5);
+
+    let mrpc = "\u{feff}Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA b.\tA c.\n";
+    let data = glue::read_tsv(mrpc.as_bytes(), "mrpc", &glue::Task::Mrpc.columns(), false).unwrap();
+    assert_eq!(data.rows[0].pair.as_deref(), Some("A c."));
+    assert!(data.has_labels());
+
+    let test_file = "index\tsentence\n0\tno labels\n1\t\n";
+    let data = glue::read_tsv(test_file.as_bytes(), "test", &glue::Task::Sst2.columns(), false).unwrap();
+    assert!(!data.has_labels());
+    assert_eq!(data.rows[1].text, "", "empty text is kept, not dropped");
+
+    let cola = "gj04\t1\t\tOur friends won't buy this analysis.\ngj04\t0\t*\tThey drank the pub.\n";
+    let data = glue::read_tsv(cola.as_bytes(), "cola", &glue::Task::Cola.columns(), false).unwrap();
+    assert!(!data.has_header);
+    assert_eq!(data.rows[1].label.as_deref(), Some("0"));
+}
