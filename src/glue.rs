@@ -340,3 +340,41 @@ pub fn classification_scores(
 pub fn regression_scores(predictions: &[f64], labels: &[f64]) -> Vec<(&'static str, f64)> {
     vec![("pearson", pearson(predictions, labels)), ("spearman", spearman(predictions, labels))]
 }
+
+/// The class id of a label as written in a data file: the config's label2id, else the number.
+pub fn label_to_id(label: &str, config: &crate::config::Config) -> Result<usize> {
+    if let Some(id) = config.label2id.as_ref().and_then(|m| m.get(label)) {
+        return Ok(*id);
+    }
+    let id: usize = label.parse().map_err(|_| {
+        Error::Input(format!("label `{label}` is neither in the model's label2id nor a class number"))
+    })?;
+    if id >= config.num_labels() {
+        return Err(Error::Input(format!(
+            "label {id} is out of range for a model with {} labels",
+            config.num_labels()
+        )));
+    }
+    Ok(id)
+}
+
+/// Scores predictions against the labels of a file with the task's metric (accuracy when no task
+/// is given; Pearson and Spearman for a regression model).
+pub fn evaluate(
+    metric: Option<Metric>,
+    config: &crate::config::Config,
+    predictions: &[crate::pipelines::Classification],
+    labels: &[&str],
+) -> Result<Vec<(&'static str, f64)>> {
+    if config.problem_type() == crate::config::ProblemType::Regression {
+        let gold = labels
+            .iter()
+            .map(|l| l.parse::<f64>().map_err(|_| Error::Input(format!("label `{l}` is not a number"))))
+            .collect::<Result<Vec<_>>>()?;
+        let predicted: Vec<f64> = predictions.iter().map(|p| p.score as f64).collect();
+        return Ok(regression_scores(&predicted, &gold));
+    }
+    let gold = labels.iter().map(|l| label_to_id(l, config)).collect::<Result<Vec<_>>>()?;
+    let predicted: Vec<usize> = predictions.iter().map(|p| p.label_id).collect();
+    Ok(classification_scores(metric.unwrap_or(Metric::Accuracy), &predicted, &gold))
+}

@@ -1,0 +1,188 @@
+//! Classify GLUE-style text with a RoFormer sequence classifier.
+//!
+//! `cargo run --release --example classify` runs the bundled model over a few sentences;
+//! `-- --input ../shared/data/glue/SST-2/dev.tsv --task sst2` scores a GLUE dev file.
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+use roformer::glue::{self, Column, Columns, Task};
+use roformer::pipelines::{parse_device, parse_dtype, Classification, PipelineOptions, TextClassifier};
+
+const DEFAULT_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/roformer-sst2");
+
+#[derive(Parser)]
+#[command(about = "Classify sentences or sentence pairs with a RoFormer checkpoint")]
+struct Args {
+    /// Checkpoint folder or Hub id (default: the bundled SST-2 model).
+    #[arg(long, default_value = DEFAULT_MODEL)]
+    model: String,
+    /// Hub revision: branch, tag, commit or refs/pr/N.
+    #[arg(long)]
+    revision: Option<String>,
+    /// GLUE-format TSV file, or - for stdin. Without it, a few built-in sentences.
+    #[arg(long)]
+    input: Option<String>,
+    /// GLUE task: picks the text, pair and label columns and the metric.
+    #[arg(long)]
+    task: Option<Task>,
+    /// Text column (header name or 0-based position), when no --task.
+    #[arg(long)]
+    text_col: Option<Column>,
+    /// Second text column for pairs.
+    #[arg(long)]
+    pair_col: Option<Column>,
+    /// Label column, for scoring.
+    #[arg(long)]
+    label_col: Option<Column>,
+    /// Where predictions go (default stdout).
+    #[arg(long)]
+    output: Option<String>,
+    #[arg(long, value_enum, default_value_t = Format::Tsv)]
+    format: Format,
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Longer inputs are truncated (default: the tokenizer's model_max_length).
+    #[arg(long)]
+    max_length: Option<usize>,
+    /// cpu, cuda:N, metal or auto.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// f32, f16 or bf16.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Report malformed rows and go on, instead of stopping at the first.
+    #[arg(long)]
+    skip_bad_lines: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// `index<TAB>prediction`, as GLUE submissions use.
+    Tsv,
+    /// One JSON object per row: index, label, score, probabilities (or value) and logits.
+    Jsonl,
+}
+
+const BUILT_IN: [&str; 6] = [
+    "a gorgeous , witty , seductive movie .",
+    "the acting is wooden and the plot makes no sense .",
+    "it 's a charming and often affecting journey .",
+    "an utterly incompetent conclusion to a trilogy .",
+    "one of the best films of the year",
+    "i wanted to like it , but it was a chore to sit through .",
+];
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let options = PipelineOptions {
+        device: parse_device(&args.device)?,
+        dtype: parse_dtype(&args.dtype)?,
+        batch_size: args.batch_size,
+        max_length: args.max_length,
+        revision: args.revision.clone(),
+    };
+    if args.model == DEFAULT_MODEL && !std::path::Path::new(DEFAULT_MODEL).join("config.json").exists() {
+        bail!("the bundled model is missing from {DEFAULT_MODEL}: pass --model <folder or Hub id>");
+    }
+    let classifier =
+        TextClassifier::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
+
+    let Some(input) = &args.input else {
+        let results = classifier.classify(&BUILT_IN)?;
+        for (text, r) in BUILT_IN.iter().zip(&results) {
+            println!("{}\t{:.4}\t{text}", r.label, r.score);
+        }
+        return Ok(());
+    };
+
+    let columns = match (args.task, &args.text_col) {
+        (_, Some(text)) => {
+            Columns { text: text.clone(), pair: args.pair_col.clone(), label: args.label_col.clone() }
+        }
+        (Some(task), None) => task.columns(),
+        (None, None) => Columns { text: Column::Index(0), pair: None, label: None },
+    };
+    let reader: Box<dyn BufRead> = if input == "-" {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(BufReader::new(std::fs::File::open(input).with_context(|| format!("opening {input}"))?))
+    };
+    let data = glue::read_tsv(reader, input, &columns, args.skip_bad_lines)?;
+    for bad in &data.skipped {
+        eprintln!("skipped {input}:{}: {}", bad.line, bad.message);
+    }
+
+    let start = Instant::now();
+    let progress = progress_bar(data.rows.len());
+    let mut results: Vec<Classification> = Vec::with_capacity(data.rows.len());
+    // Chunks keep the progress bar moving; each chunk is batched and length-sorted inside.
+    for chunk in data.rows.chunks(args.batch_size.max(1) * 8) {
+        let mut chunk_results = match columns.pair {
+            Some(_) => {
+                let pairs: Vec<(&str, &str)> =
+                    chunk.iter().map(|r| (r.text.as_str(), r.pair.as_deref().unwrap_or(""))).collect();
+                classifier.classify_pairs(&pairs)?
+            }
+            None => classifier.classify(&chunk.iter().map(|r| r.text.as_str()).collect::<Vec<_>>())?,
+        };
+        results.append(&mut chunk_results);
+        progress.inc(chunk.len() as u64);
+    }
+    progress.finish_and_clear();
+    let elapsed = start.elapsed().as_secs_f64();
+
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {path}"))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    if matches!(args.format, Format::Tsv) {
+        writeln!(out, "index\tprediction")?;
+    }
+    let regression = classifier.problem_type() == roformer::ProblemType::Regression;
+    for (index, r) in results.iter().enumerate() {
+        match args.format {
+            Format::Tsv => writeln!(out, "{index}\t{}", r.label)?,
+            Format::Jsonl => {
+                let mut row = serde_json::json!({"index": index, "label": r.label, "score": r.score, "logits": r.logits});
+                row[if regression { "value" } else { "probabilities" }] =
+                    if regression { serde_json::json!(r.score) } else { serde_json::json!(r.scores) };
+                writeln!(out, "{row}")?;
+            }
+        }
+    }
+    out.flush()?;
+
+    let truncated = results.iter().filter(|r| r.truncated).count();
+    if truncated > 0 {
+        eprintln!("{truncated} of {} rows were truncated to max_length", results.len());
+    }
+    eprintln!(
+        "{} rows in {elapsed:.2} s ({:.1} rows/s)",
+        results.len(),
+        results.len() as f64 / elapsed.max(1e-9)
+    );
+    if data.has_labels() {
+        let labels: Vec<&str> = data.rows.iter().map(|r| r.label.as_deref().unwrap_or_default()).collect();
+        let scores = glue::evaluate(args.task.map(Task::metric), &classifier.config, &results, &labels)?;
+        let line: Vec<String> = scores.iter().map(|(name, v)| format!("{name} = {v:.4}")).collect();
+        eprintln!("{}", line.join(", "));
+    }
+    Ok(())
+}
+
+fn progress_bar(len: usize) -> indicatif::ProgressBar {
+    if len < 1000 {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} rows, {per_sec}, eta {eta}")
+            .expect("valid template"),
+    );
+    bar
+}

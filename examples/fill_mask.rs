@@ -1,0 +1,48 @@
+//! Fill [MASK] tokens with a RoFormer masked-LM checkpoint.
+//!
+//! `cargo run --release --example fill_mask -- --model junnyu/roformer_chinese_base --revision refs/pr/1 "今天[MASK]很好"`
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use roformer::pipelines::{parse_device, FillMask, PipelineOptions};
+
+#[derive(Parser)]
+#[command(about = "Predict the tokens behind [MASK]")]
+struct Args {
+    /// Checkpoint folder or Hub id.
+    #[arg(long)]
+    model: String,
+    #[arg(long)]
+    revision: Option<String>,
+    /// How many candidates per [MASK].
+    #[arg(long, default_value_t = 5)]
+    top_k: usize,
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Texts holding one or more [MASK].
+    #[arg(required = true)]
+    texts: Vec<String>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let options = PipelineOptions {
+        device: parse_device(&args.device)?,
+        revision: args.revision.clone(),
+        ..Default::default()
+    };
+    let fill = FillMask::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
+    let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();
+    for (text, masks) in texts.iter().zip(fill.fill(&texts, args.top_k)?) {
+        println!("{text}");
+        if masks.is_empty() {
+            println!("  (no [MASK] in this text)");
+        }
+        for (i, candidates) in masks.iter().enumerate() {
+            let shown: Vec<String> =
+                candidates.iter().map(|c| format!("{} ({:.3})", c.token, c.score)).collect();
+            println!("  [MASK] {}: {}", i + 1, shown.join(", "));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The examples run as a user runs them, on fixture checkpoints.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The example binary cargo built beside this test (target/<profile>/examples), built if missing.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap().to_path_buf();
+    let path = profile_dir.join("examples").join(name);
+    if !path.exists() {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["build", "--example", name]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.ends_with("release") {
+            cargo.arg("--release");
+        }
+        assert!(cargo.status().unwrap().success(), "building example {name}");
+    }
+    path
+}
+
+fn run(name: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(example(name))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn model(name: &str) -> String {
+    common::fixture(&format!("pipelines/{name}")).to_string_lossy().into_owned()
+}
+
+fn expected(name: &str) -> serde_json::Value {
+    let path = common::fixture(&format!("pipelines/{name}/expected.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn classify_writes_one_row_per_input_in_order_with_transformers_probabilities() {
+    let want = expected("cls");
+    let cases = want["texts"].as_array().unwrap();
+    let mut tsv = String::from("sentence\tlabel\n");
+    for (i, c) in cases.iter().enumerate() {
+        tsv.push_str(&format!("{}\t{}\n", c["input"][0].as_str().unwrap(), i % 3));
+    }
+    let out = run(
+        "classify",
+        &[
+            "--model",
+            &model("cls"),
+            "--input",
+            "-",
+            "--task",
+            "sst2",
+            "--format",
+            "jsonl",
+            "--batch-size",
+            "4",
+        ],
+        Some(&tsv),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), cases.len());
+    for (i, (row, case)) in rows.iter().zip(cases).enumerate() {
+        assert_eq!(row["index"], i);
+        let probs: Vec<f64> =
+            row["probabilities"].as_array().unwrap().iter().map(|p| p.as_f64().unwrap()).collect();
+        let want: Vec<f64> = case["scores"].as_array().unwrap().iter().map(|p| p.as_f64().unwrap()).collect();
+        for (p, w) in probs.iter().zip(&want) {
+            assert!((p - w).abs() < 1e-4, "row {i}: {probs:?} vs {want:?}");
+        }
+    }
+    assert!(stderr.contains("accuracy = "), "{stderr}");
+    assert!(stderr.contains("1 of 10 rows were truncated"), "{stderr}");
+}
+
+#[test]
+fn classify_tsv_output_and_bad_lines() {
+    let tsv = "sentence\tlabel\ngood\t1\nno label column\nbad\t0\n";
+    let out = run("classify", &["--model", &model("cls"), "--input", "-", "--task", "sst2"], Some(tsv));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("-:3"), "the error names the line: {stderr}");
+
+    let out = run(
+        "classify",
+        &["--model", &model("cls"), "--input", "-", "--task", "sst2", "--skip-bad-lines"],
+        Some(tsv),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("skipped -:3"), "{stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "index\tprediction");
+    assert_eq!(lines.len(), 3);
+    assert!(lines[1].starts_with("0\t") && lines[2].starts_with("1\t"));
+}
+
+#[test]
+fn embed_writes_jsonl_and_npy() {
+    let want = expected("sim");
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    // Lines of a file: the multi-line fixture texts are single lines, the empty one stays a row.
+    let input = texts.join("\n") + "\n";
+    let out = run("embed", &["--model", &model("sim"), "--pooling", "mean"], Some(&input));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), texts.len());
+    for (row, want) in rows.iter().zip(want["mean"].as_array().unwrap()) {
+        for (a, b) in row["embedding"].as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+            assert!((a.as_f64().unwrap() - b.as_f64().unwrap()).abs() < 1e-4);
+        }
+    }
+    let npy = std::env::temp_dir().join(format!("roformer-embed-{}.npy", std::process::id()));
+    let out = run("embed", &["--model", &model("sim"), "--output", npy.to_str().unwrap()], Some(&input));
+    assert!(out.status.success());
+    let t = candle_core::Tensor::read_npy(&npy).unwrap();
+    assert_eq!(t.dims(), [texts.len(), 32]);
+    let _ = std::fs::remove_file(npy);
+}
+
+#[test]
+fn fill_mask_prints_candidates() {
+    let out = run("fill_mask", &["--model", &model("mlm"), "--top-k", "3", "the [MASK] was good"], None);
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let want = expected("mlm");
+    let best = want["top5"][0][0][0][0].as_str().unwrap();
+    assert!(stdout.contains(&format!("[MASK] 1: {best} (")), "{stdout}");
+}

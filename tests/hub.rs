@@ -1,0 +1,169 @@
+//! Hub loading for real, without the internet: a server on 127.0.0.1 answers hf-hub's requests
+//! under `/{repo}/resolve/{revision}/{file}` with the headers it reads (ETag, X-Repo-Commit,
+//! Content-Range), from fixture folders.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use roformer::pipelines::{PipelineOptions, TextClassifier};
+use roformer::{Error, ProblemType};
+
+/// (repo, revision) -> the folder whose files it serves.
+type Repos = HashMap<(String, String), PathBuf>;
+
+struct Server {
+    port: u16,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start(repos: Repos) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counter = requests.clone();
+        // Serves until the test process exits; only this test's client connects.
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _ = serve(stream, &repos);
+            }
+        });
+        Server { port, requests }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+fn serve(mut stream: TcpStream, repos: &Repos) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut range = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("range") {
+                range = value.trim().strip_prefix("bytes=").map(str::to_string);
+            }
+        }
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/").replace("%2F", "/");
+    // /{org}/{name}/resolve/{revision...}/{file}
+    let found = path.split_once("/resolve/").and_then(|(repo, rest)| {
+        let (revision, file) = rest.rsplit_once('/')?;
+        let dir = repos.get(&(repo.trim_start_matches('/').to_string(), revision.to_string()))?;
+        let body = std::fs::read(dir.join(file)).ok()?;
+        Some((revision.to_string(), body))
+    });
+    let Some((revision, body)) = found else {
+        return stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    };
+    let size = body.len();
+    let (start, end) = match range.as_deref().and_then(|r| r.split_once('-')) {
+        Some((a, b)) => {
+            let a: usize = a.parse().unwrap_or(0);
+            let b: usize = b.parse().map(|b: usize| b.min(size - 1)).unwrap_or(size - 1);
+            (a, b)
+        }
+        None => (0, size - 1),
+    };
+    let status = if range.is_some() { "206 Partial Content" } else { "200 OK" };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{end}/{size}\r\n\
+         ETag: \"{:016x}{size:08x}\"\r\nX-Repo-Commit: {:040x}\r\nConnection: close\r\n\r\n",
+        end + 1 - start,
+        fnv(&body),
+        fnv(revision.as_bytes()) as u128,
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(&body[start..=end])
+}
+
+fn pipeline(name: &str) -> PathBuf {
+    common::fixture(&format!("pipelines/{name}"))
+}
+
+#[test]
+fn hub_download_cache_offline_missing_files_and_revisions() {
+    let mut repos = Repos::new();
+    repos.insert(("test-org/tiny-cls".into(), "main".into()), pipeline("cls"));
+    repos.insert(("test-org/tiny-cls".into(), "refs/pr/1".into()), pipeline("multilabel"));
+    // A repo with a config and a vocabulary, but no weights.
+    let no_weights = std::env::temp_dir().join(format!("roformer-hub-noweights-{}", std::process::id()));
+    std::fs::create_dir_all(&no_weights).unwrap();
+    for f in ["config.json", "vocab.txt"] {
+        std::fs::copy(pipeline("cls").join(f), no_weights.join(f)).unwrap();
+    }
+    repos.insert(("test-org/no-weights".into(), "main".into()), no_weights.clone());
+    let server = Server::start(repos);
+
+    let home = std::env::temp_dir().join(format!("roformer-hub-home-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    // This test binary holds this one test, so the variables affect nothing else.
+    std::env::set_var("HF_HOME", &home);
+    std::env::set_var("HF_ENDPOINT", format!("http://127.0.0.1:{}", server.port));
+    std::env::remove_var("HF_HUB_OFFLINE");
+
+    // Download: the files land in the standard cache layout and load as the local folder does.
+    let local = TextClassifier::load(pipeline("cls").to_str().unwrap(), PipelineOptions::default()).unwrap();
+    let remote = TextClassifier::load("test-org/tiny-cls", PipelineOptions::default()).unwrap();
+    assert!(
+        remote.dir.starts_with(home.join("hub/models--test-org--tiny-cls/snapshots")),
+        "{:?}",
+        remote.dir
+    );
+    for f in ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"] {
+        assert!(remote.dir.join(f).exists(), "{f} was not downloaded");
+    }
+    let texts = ["a great film", "the movie was terrible and boring"];
+    assert_eq!(local.classify(&texts).unwrap(), remote.classify(&texts).unwrap());
+    let after_download = server.requests();
+    assert!(after_download >= 4, "{after_download} requests");
+
+    // A second load is served by the cache.
+    TextClassifier::load("test-org/tiny-cls", PipelineOptions::default()).unwrap();
+    assert_eq!(server.requests(), after_download, "the second load made requests");
+
+    // Offline: the cache still serves; anything else is a clear error, and nothing is requested.
+    std::env::set_var("HF_HUB_OFFLINE", "1");
+    TextClassifier::load("test-org/tiny-cls", PipelineOptions::default()).unwrap();
+    let err = TextClassifier::load("test-org/never-fetched", PipelineOptions::default()).unwrap_err();
+    assert!(matches!(&err, Error::Hub { message, .. } if message.contains("HF_HUB_OFFLINE")), "{err}");
+    assert_eq!(server.requests(), after_download);
+    std::env::remove_var("HF_HUB_OFFLINE");
+
+    // A repo without weights, and one that does not exist, name what is missing.
+    let err = TextClassifier::load("test-org/no-weights", PipelineOptions::default()).unwrap_err();
+    assert!(matches!(&err, Error::Hub { file, .. } if file == "model.safetensors"), "{err}");
+    let err = TextClassifier::load("test-org/nothing-here", PipelineOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Hub { file, message, .. } if file == "config.json" && message.contains("404")),
+        "{err}"
+    );
+
+    // A non-default revision, as junnyu's refs/pr/1 branches.
+    let options = PipelineOptions { revision: Some("refs/pr/1".into()), ..Default::default() };
+    let pr = TextClassifier::load("test-org/tiny-cls", options).unwrap();
+    assert_eq!(pr.problem_type(), ProblemType::MultiLabelClassification);
+    assert_eq!(pr.config.num_labels(), 4);
+    assert_eq!(remote.problem_type(), ProblemType::SingleLabelClassification);
+
+    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&no_weights);
+}
