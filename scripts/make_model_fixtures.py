@@ -209,6 +209,36 @@ def main():
     state["roformer.pooler.dense.bias"] = pooler.bias.detach().clone()
     save("sim_pooler", base, ref, state_dict=state,
          extra_config={"pooler_activation": "linear", "norm_type": "layer_norm", "use_bias": True})
+    gradients()
+
+
+def gradients():
+    """Loss and gradients of the seqcls fixture (eval mode: no dropout) for the Rust gradient check."""
+    folder = OUT / "seqcls"
+    model = RoFormerForSequenceClassification.from_pretrained(folder).eval()
+    inputs = batch(1, [13, 7, 2])
+    labels = torch.tensor([0, 2, 1])
+    loss = model(**inputs, labels=labels).loss
+    loss.backward()
+    names = [
+        "roformer.embeddings.word_embeddings.weight",
+        "roformer.embeddings.token_type_embeddings.weight",
+        "roformer.embeddings.LayerNorm.weight",
+        "roformer.encoder.layer.0.attention.self.query.weight",
+        "roformer.encoder.layer.1.attention.self.key.weight",
+        "roformer.encoder.layer.1.attention.self.value.bias",
+        "roformer.encoder.layer.0.intermediate.dense.weight",
+        "roformer.encoder.layer.1.output.LayerNorm.weight",
+        "classifier.dense.bias",
+        "classifier.out_proj.weight",
+    ]
+    params = dict(model.named_parameters())
+    ref = {f"grad.{n}": params[n].grad.detach().clone().contiguous() for n in names}
+    ref["loss"] = loss.detach().reshape(1).clone()
+    ref["labels"] = labels
+    ref.update({f"inputs.{k}": v for k, v in inputs.items()})
+    save_file(ref, folder / "gradients.safetensors")
+    print("gradients", loss.item())
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ pub mod ops;
 pub mod pipelines;
 pub mod rotary;
 pub mod tokenizer;
+pub mod training;
 
 pub use activation::Activation;
 pub use config::{Config, NormType, ProblemType};

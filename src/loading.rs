@@ -130,6 +130,15 @@ impl Checkpoint {
         backend.read(name).map_err(|e| backend.take_error().unwrap_or(Error::Candle(e)))
     }
 
+    /// A tensor by the name a model asks for (with or without the `roformer.` prefix), if present.
+    pub fn find(&self, name: &str) -> Result<Option<Tensor>> {
+        let backend = Backend { weights: self.weights.clone(), error: Default::default() };
+        if backend.resolve(name).is_none() {
+            return Ok(None);
+        }
+        backend.read(name).map(Some).map_err(|e| backend.take_error().unwrap_or(Error::Candle(e)))
+    }
+
     /// Builds a model from these weights, converting them to `dtype` on `device`.
     pub fn load<M: Load>(&self, config: &Config, dtype: DType, device: &Device) -> Result<M> {
         let error = Arc::new(Mutex::new(None));

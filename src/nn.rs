@@ -80,11 +80,57 @@ impl Norm {
     }
 }
 
-/// Dropout that is active only in training.
+/// Dropout that is active only in training. Masks come from a seeded generator (Candle's CPU
+/// generator cannot be seeded), so a training run can be repeated exactly.
 pub fn dropout(xs: &Tensor, p: f64, train: bool) -> Result<Tensor> {
-    if train && p > 0.0 {
-        candle_nn::ops::dropout(xs, p as f32)
-    } else {
-        Ok(xs.clone())
+    if !train || p <= 0.0 {
+        return Ok(xs.clone());
+    }
+    let keep = 1.0 - p;
+    let mask: Vec<f32> = DROPOUT_RNG.with(|rng| {
+        let mut rng = rng.borrow_mut();
+        (0..xs.elem_count()).map(|_| if rng.next_f64() < keep { (1.0 / keep) as f32 } else { 0.0 }).collect()
+    });
+    let mask = Tensor::from_vec(mask, xs.shape(), xs.device())?.to_dtype(xs.dtype())?;
+    xs * mask
+}
+
+thread_local! {
+    static DROPOUT_RNG: std::cell::RefCell<SplitMix64> = std::cell::RefCell::new(SplitMix64::new(0));
+}
+
+/// Seeds the dropout masks of this thread.
+pub fn seed_dropout(seed: u64) {
+    DROPOUT_RNG.with(|rng| *rng.borrow_mut() = SplitMix64::new(seed));
+}
+
+/// A small, fast, seedable generator (SplitMix64) for dropout and shuffling.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Fisher-Yates shuffle.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = (self.next_u64() % (i as u64 + 1)) as usize;
+            items.swap(i, j);
+        }
     }
 }

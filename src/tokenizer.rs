@@ -150,6 +150,9 @@ pub struct Tokenizer {
     // split a pair's budget, which gives other splits than transformers for long pairs.
     truncation: Option<TruncationParams>,
     padding: Option<PaddingParams>,
+    options: TokenizerOptions,
+    /// The vocabulary or tokenizer.json it was built from, copied by [`Tokenizer::save`].
+    source: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -221,6 +224,7 @@ impl Tokenizer {
     }
 
     fn from_vocab(vocab: Vocab, path: &Path, options: TokenizerOptions) -> Result<Self> {
+        let source = Some(path.to_path_buf());
         let special = options.special.clone();
         for (role, token) in
             [("unk", &special.unk), ("cls", &special.cls), ("sep", &special.sep), ("pad", &special.pad)]
@@ -275,12 +279,15 @@ impl Tokenizer {
             zero_segment_ids: false,
             truncation: None,
             padding: None,
+            options,
+            source,
         };
         tokenizer.set_template()?;
         Ok(tokenizer)
     }
 
     fn from_tokenizer_json(path: &Path, options: TokenizerOptions) -> Result<Self> {
+        let source = Some(path.to_path_buf());
         let bad = |message: String| Error::Vocab { path: path.to_path_buf(), line: None, message };
         let loaded = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| bad(format!("unreadable tokenizer.json: {e}")))?;
@@ -309,6 +316,8 @@ impl Tokenizer {
             zero_segment_ids: false,
             truncation: None,
             padding: None,
+            options,
+            source,
         };
         tokenizer.set_template()?;
         Ok(tokenizer)
@@ -328,6 +337,38 @@ impl Tokenizer {
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
         self.inner.with_post_processor(Some(PostProcessorWrapper::Template(template)));
         Ok(())
+    }
+
+    /// Writes what transformers and this crate need to load this tokenizer again: the vocabulary
+    /// (vocab.txt, or tokenizer.json when it came from one) and a tokenizer_config.json.
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        if let Some(source) = &self.source {
+            let name = source.file_name().unwrap_or_default();
+            let target = dir.join(name);
+            if *source != target {
+                std::fs::copy(source, &target).map_err(|e| Error::io(&target, e))?;
+            }
+        }
+        let s = &self.special;
+        let class = match self.kind {
+            TokenizerKind::Jieba => "RoFormerTokenizer",
+            TokenizerKind::WordPiece => "BertTokenizer",
+        };
+        let mut config = serde_json::json!({
+            "tokenizer_class": class,
+            "do_lower_case": self.options.do_lower_case,
+            "strip_accents": self.options.strip_accents,
+            "tokenize_chinese_chars": self.options.tokenize_chinese_chars,
+            "unk_token": s.unk, "cls_token": s.cls, "sep_token": s.sep, "pad_token": s.pad, "mask_token": s.mask,
+        });
+        if let Some(n) = self.model_max_length {
+            config["model_max_length"] = n.into();
+        }
+        let path = dir.join("tokenizer_config.json");
+        let text = serde_json::to_string_pretty(&config).expect("json values serialise");
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))
     }
 
     pub fn kind(&self) -> TokenizerKind {
@@ -675,4 +716,49 @@ fn apply_tokenizer_config(options: &mut TokenizerOptions, c: &Value) {
             options.model_max_length = Some(n as usize);
         }
     }
+}
+
+/// Trains a WordPiece vocabulary on `texts` with BERT's normalizer (lowercasing) and
+/// pre-tokenizer, and writes it as `vocab.txt` (special tokens first) to `dir`.
+pub fn train_wordpiece<'a>(
+    texts: impl Iterator<Item = &'a str> + Send,
+    vocab_size: usize,
+    min_frequency: u64,
+    dir: impl AsRef<Path>,
+) -> Result<PathBuf> {
+    use tokenizers::models::wordpiece::WordPieceTrainer;
+    use tokenizers::models::TrainerWrapper;
+    let dir = dir.as_ref();
+    let tk = |e: tokenizers::Error| Error::Tokenizer(e.to_string());
+    let special = SpecialTokens::default();
+    let specials: Vec<AddedToken> = [&special.pad, &special.unk, &special.cls, &special.sep, &special.mask]
+        .into_iter()
+        .map(|t| AddedToken::from(t.clone(), true))
+        .collect();
+    let mut trainer = TrainerWrapper::WordPieceTrainer(
+        WordPieceTrainer::builder()
+            .vocab_size(vocab_size)
+            .min_frequency(min_frequency)
+            .special_tokens(specials)
+            .show_progress(false)
+            .build(),
+    );
+    let mut tok: TokenizerImpl<
+        ModelWrapper,
+        NormalizerWrapper,
+        PreTokenizerWrapper,
+        PostProcessorWrapper,
+        DecoderWrapper,
+    > = TokenizerImpl::new(ModelWrapper::WordPiece(WordPiece::default()));
+    tok.with_normalizer(Some(NormalizerWrapper::BertNormalizer(BertNormalizer::new(true, true, None, true))))
+        .map_err(tk)?;
+    tok.with_pre_tokenizer(Some(PreTokenizerWrapper::BertPreTokenizer(BertPreTokenizer)));
+    tok.train(&mut trainer, texts).map_err(tk)?;
+    let mut vocab: Vec<(String, u32)> = tok.get_vocab(true).into_iter().collect();
+    vocab.sort_by_key(|(_, id)| *id);
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let path = dir.join("vocab.txt");
+    let text: String = vocab.into_iter().map(|(t, _)| t + "\n").collect();
+    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    Ok(path)
 }

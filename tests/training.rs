@@ -1,0 +1,171 @@
+//! Autograd against torch's gradients, a short training run that fits its data, and saving.
+
+mod common;
+
+use candle_core::{DType, Device, Tensor};
+use roformer::training::{Example, Target, Trainer, TrainingOptions};
+use roformer::{load_dir, Checkpoint, Config, Encoded, Inputs, RoFormerForSequenceClassification, Tokenizer};
+
+#[test]
+fn gradients_match_torch() {
+    let dir = common::model_fixture("seqcls");
+    let config = Config::from_file(dir.join("config.json")).unwrap();
+    let checkpoint = Checkpoint::open(&dir).unwrap();
+    let trainer =
+        Trainer::new(config, Some(&checkpoint), TrainingOptions::default(), 0, &Device::Cpu).unwrap();
+    let reference = candle_core::safetensors::load(dir.join("gradients.safetensors"), &Device::Cpu).unwrap();
+    let ids = &reference["inputs.input_ids"];
+    let inputs = Inputs {
+        input_ids: ids,
+        token_type_ids: Some(&reference["inputs.token_type_ids"]),
+        attention_mask: Some(&reference["inputs.attention_mask"]),
+    };
+    // Eval mode (no dropout), as the reference; the weights are variables, so every op is differentiable.
+    let logits = trainer.model.forward_t(inputs, false).unwrap();
+    let labels = reference["labels"].to_dtype(DType::U32).unwrap();
+    let loss = trainer.loss(&logits, &labels).unwrap();
+    let want_loss = reference["loss"].to_vec1::<f32>().unwrap()[0];
+    assert!((loss.to_scalar::<f32>().unwrap() - want_loss).abs() < 1e-5);
+    let grads = loss.backward().unwrap();
+    let vars = trainer.variables();
+    let mut checked = 0;
+    for (key, want) in &reference {
+        let Some(name) = key.strip_prefix("grad.") else { continue };
+        let var = vars.get(name).unwrap_or_else(|| panic!("no variable {name}"));
+        let got = grads.get(var).unwrap_or_else(|| panic!("no gradient for {name}"));
+        common::assert_within(&format!("grad {name}"), got, want, 1e-4, 1e-4);
+        checked += 1;
+    }
+    assert_eq!(checked, 10);
+}
+
+fn tiny_config(num_labels: usize) -> Config {
+    Config::from_json(&format!(
+        r#"{{"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 64, "max_position_embeddings": 32, "num_labels": {num_labels},
+            "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}}"#
+    ))
+    .unwrap()
+}
+
+fn example(ids: &[u32], class: usize) -> Example {
+    let n = ids.len() + 2;
+    let input_ids: Vec<u32> =
+        std::iter::once(2).chain(ids.iter().copied()).chain(std::iter::once(3)).collect();
+    Example {
+        encoding: Encoded {
+            input_ids,
+            token_type_ids: vec![0; n],
+            attention_mask: vec![1; n],
+            offsets: vec![(0, 0); n],
+            truncated: false,
+        },
+        target: Target::Class(class),
+    }
+}
+
+/// Eight sequences whose class depends on which tokens they hold and where.
+fn tiny_data() -> Vec<Example> {
+    vec![
+        example(&[10, 11, 12], 0),
+        example(&[12, 11, 10], 1),
+        example(&[20, 21], 0),
+        example(&[21, 20], 1),
+        example(&[30, 31, 32, 33], 0),
+        example(&[33, 32, 31, 30], 1),
+        example(&[40], 0),
+        example(&[41, 42, 43, 44, 45], 1),
+    ]
+}
+
+#[test]
+fn short_training_run_fits_a_handful_of_examples() {
+    let data = tiny_data();
+    let options =
+        TrainingOptions { epochs: 60, batch_size: 4, learning_rate: 3e-3, seed: 7, ..Default::default() };
+    let mut trainer = Trainer::new(tiny_config(2), None, options.clone(), 0, &Device::Cpu).unwrap();
+    trainer.plan(data.len());
+    let mut epoch_losses = Vec::new();
+    for _ in 0..options.epochs {
+        let batches = trainer.batches(&data);
+        let mut total = 0.0;
+        for batch in &batches {
+            total += trainer.train_step(&data, batch).unwrap();
+        }
+        epoch_losses.push(total / batches.len() as f32);
+    }
+    let first = epoch_losses[0];
+    let last = *epoch_losses.last().unwrap();
+    assert!(last < first * 0.2, "loss went from {first} to {last}");
+    let logits = trainer.predict(&data, 3).unwrap();
+    for (e, row) in data.iter().zip(&logits) {
+        let predicted = if row[1] > row[0] { 1 } else { 0 };
+        assert_eq!(Target::Class(predicted), e.target, "logits {row:?}");
+    }
+}
+
+#[test]
+fn learning_rate_warms_up_then_decays_to_zero() {
+    let options = TrainingOptions {
+        epochs: 1,
+        batch_size: 1,
+        learning_rate: 1.0,
+        warmup_ratio: 0.1,
+        ..Default::default()
+    };
+    let mut trainer = Trainer::new(tiny_config(2), None, options, 0, &Device::Cpu).unwrap();
+    trainer.plan(100);
+    assert!((trainer.learning_rate() - 0.1).abs() < 1e-9, "step 0 of a 10-step warmup");
+    let data = tiny_data();
+    let mut rates = Vec::new();
+    for i in 0..100 {
+        rates.push(trainer.learning_rate());
+        trainer.train_step(&data, &[i % data.len()]).unwrap();
+    }
+    let peak = rates.iter().cloned().fold(0.0, f64::max);
+    assert!((peak - 1.0).abs() < 1e-9);
+    assert!(rates.windows(2).skip(10).all(|w| w[1] <= w[0]));
+    assert!(rates[99] < 0.02);
+}
+
+#[test]
+fn a_saved_model_loads_with_the_same_logits() {
+    let data = tiny_data();
+    let options = TrainingOptions { epochs: 2, batch_size: 4, learning_rate: 1e-3, ..Default::default() };
+    let mut trainer = Trainer::new(tiny_config(2), None, options, 0, &Device::Cpu).unwrap();
+    trainer.plan(data.len());
+    for batch in trainer.batches(&data) {
+        trainer.train_step(&data, &batch).unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!("roformer-train-save-{}", std::process::id()));
+    let vocab_dir = dir.join("vocab");
+    std::fs::create_dir_all(&vocab_dir).unwrap();
+    let vocab: String = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        .iter()
+        .map(|t| t.to_string())
+        .chain((5..50).map(|i| format!("w{i}")))
+        .map(|t| t + "\n")
+        .collect();
+    std::fs::write(vocab_dir.join("vocab.txt"), vocab).unwrap();
+    let tokenizer = Tokenizer::from_dir(&vocab_dir).unwrap();
+    let out = dir.join("model");
+    trainer.save(&out, &tokenizer).unwrap();
+
+    let loaded: RoFormerForSequenceClassification = load_dir(&out, DType::F32, &Device::Cpu).unwrap();
+    let saved_config = Config::from_file(out.join("config.json")).unwrap();
+    assert_eq!(
+        saved_config.architectures.as_deref(),
+        Some(&["RoFormerForSequenceClassification".to_string()][..])
+    );
+    assert_eq!(saved_config.label(1), "LABEL_1");
+    assert_eq!(Tokenizer::from_dir(&out).unwrap().vocab_size(), 50);
+    let want = trainer.predict(&data, 8).unwrap();
+    for (e, want) in data.iter().zip(&want) {
+        let ids = Tensor::new(&e.encoding.input_ids[..], &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let got = loaded.forward(Inputs::new(&ids)).unwrap().squeeze(0).unwrap().to_vec1::<f32>().unwrap();
+        for (a, b) in got.iter().zip(want) {
+            assert!((a - b).abs() < 1e-5, "{got:?} vs {want:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
