@@ -169,3 +169,34 @@ fn a_saved_model_loads_with_the_same_logits() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn transformers_loads_a_model_saved_by_finetune() {
+    // scripts/make_finetune_fixture.sh: `finetune` saved tests/fixtures/finetune/model, and
+    // transformers loaded that folder and wrote its logits.
+    let folder = common::fixture("finetune");
+    let want: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("transformers_logits.json")).unwrap())
+            .unwrap();
+    let model = folder.join("model");
+    let classifier =
+        roformer::pipelines::TextClassifier::load(model.to_str().unwrap(), Default::default()).unwrap();
+    let rows = want["rows"].as_array().unwrap();
+    let texts: Vec<&str> = rows.iter().map(|r| r["text"].as_str().unwrap()).collect();
+    let ours = classifier.classify(&texts).unwrap();
+    for (row, got) in rows.iter().zip(&ours) {
+        let ids: Vec<u32> =
+            row["input_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+        assert_eq!(classifier.tokenizer.encode(row["text"].as_str().unwrap()).unwrap().input_ids, ids);
+        for (a, b) in got.logits.iter().zip(row["logits"].as_array().unwrap()) {
+            assert!(
+                (a - b.as_f64().unwrap() as f32).abs() < 1e-4,
+                "{:?}: {:?} vs {}",
+                row["text"],
+                got.logits,
+                row["logits"]
+            );
+        }
+    }
+    assert_eq!(want["id2label"]["2"], "positive");
+}

@@ -1,0 +1,276 @@
+//! Fine-tune (or train from scratch) a RoFormer sequence classifier on GLUE-format TSV.
+//!
+//! From a pretrained checkpoint:
+//!   cargo run --release --example finetune -- --model <dir|hub id> --train train.tsv --dev dev.tsv --task sst2 --output out
+//! From a config with random init and a vocabulary trained on the training texts:
+//!   cargo run --release --example finetune -- --config config.json --train-vocab 8000 --train ... --output out
+
+use std::io::BufReader;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use roformer::glue::{self, Column, Columns, Dataset, Task};
+use roformer::pipelines::{parse_device, Classification};
+use roformer::training::{Example, Target, Trainer, TrainingOptions};
+use roformer::{Checkpoint, Config, ProblemType, Tokenizer, Truncation};
+
+#[derive(Parser)]
+#[command(about = "Train a RoFormer sequence classifier")]
+struct Args {
+    /// Start from this checkpoint (folder or Hub id); its head is kept when it has one.
+    #[arg(long, conflicts_with = "config")]
+    model: Option<String>,
+    #[arg(long)]
+    revision: Option<String>,
+    /// Start from random init with this config.json.
+    #[arg(long)]
+    config: Option<String>,
+    /// With --config: train a WordPiece vocabulary of this size on the training texts.
+    #[arg(long)]
+    train_vocab: Option<usize>,
+    /// With --config: a folder holding vocab.txt (and tokenizer_config.json).
+    #[arg(long)]
+    vocab: Option<String>,
+    #[arg(long)]
+    train: String,
+    #[arg(long)]
+    dev: Option<String>,
+    #[arg(long)]
+    task: Option<Task>,
+    #[arg(long)]
+    text_col: Option<Column>,
+    #[arg(long)]
+    pair_col: Option<Column>,
+    #[arg(long)]
+    label_col: Option<Column>,
+    /// Label names in class order, comma-separated (default: LABEL_0, ... or the checkpoint's).
+    #[arg(long, value_delimiter = ',')]
+    labels: Option<Vec<String>>,
+    /// Where the best model (by the dev metric) is saved.
+    #[arg(long)]
+    output: String,
+    #[arg(long, default_value_t = 3)]
+    epochs: usize,
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 5e-5)]
+    lr: f64,
+    #[arg(long, default_value_t = 0.06)]
+    warmup_ratio: f64,
+    #[arg(long, default_value_t = 0.01)]
+    weight_decay: f64,
+    #[arg(long, default_value_t = 1.0)]
+    max_grad_norm: f64,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[arg(long, default_value_t = 128)]
+    max_length: usize,
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    #[arg(long)]
+    skip_bad_lines: bool,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let start = Instant::now();
+    let device = parse_device(&args.device)?;
+    let columns = match (args.task, &args.text_col) {
+        (_, Some(text)) => {
+            Columns { text: text.clone(), pair: args.pair_col.clone(), label: args.label_col.clone() }
+        }
+        (Some(task), None) => task.columns(),
+        (None, None) => bail!("give --task or --text-col/--label-col"),
+    };
+    let read = |path: &str| -> Result<Dataset> {
+        let file = std::fs::File::open(path).with_context(|| format!("opening {path}"))?;
+        let data = glue::read_tsv(BufReader::new(file), path, &columns, args.skip_bad_lines)?;
+        for bad in &data.skipped {
+            eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
+        }
+        if !data.has_labels() {
+            bail!("{path} has no labels in the label column");
+        }
+        Ok(data)
+    };
+    let train = read(&args.train)?;
+    let dev = args.dev.as_deref().map(read).transpose()?;
+
+    // Model folder, config and tokenizer.
+    let (mut config, checkpoint, mut tokenizer) = match (&args.model, &args.config) {
+        (Some(model), _) => {
+            let dir = roformer::hub::resolve(model, args.revision.as_deref())?;
+            (
+                Config::from_file(dir.join("config.json"))?,
+                Some(Checkpoint::open(&dir)?),
+                Tokenizer::from_dir(&dir)?,
+            )
+        }
+        (None, Some(config)) => {
+            let config = Config::from_file(config)?;
+            let vocab_dir = match (args.train_vocab, &args.vocab) {
+                (Some(size), _) => {
+                    let dir = std::path::Path::new(&args.output).join("vocab-training");
+                    let texts = train
+                        .rows
+                        .iter()
+                        .flat_map(|r| std::iter::once(r.text.as_str()).chain(r.pair.as_deref()));
+                    roformer::tokenizer::train_wordpiece(texts, size, 2, &dir)?;
+                    dir
+                }
+                (None, Some(vocab)) => vocab.into(),
+                (None, None) => bail!("with --config, give --train-vocab <size> or --vocab <folder>"),
+            };
+            let tokenizer = Tokenizer::from_dir(&vocab_dir)?;
+            (config, None, tokenizer)
+        }
+        (None, None) => bail!("give --model <checkpoint> or --config <config.json>"),
+    };
+    if checkpoint.is_none() {
+        config.vocab_size = tokenizer.vocab_size();
+    }
+    if let Some(labels) = &args.labels {
+        config.id2label = Some(labels.iter().cloned().enumerate().collect());
+        config.label2id = Some(labels.iter().cloned().enumerate().map(|(i, l)| (l, i)).collect());
+        config.num_labels = None;
+    }
+    config.validate()?;
+    tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(args.max_length))?;
+
+    let examples = |data: &Dataset| -> Result<Vec<Example>> {
+        let encodings = match columns.pair {
+            Some(_) => tokenizer.encode_pair_batch(
+                &data
+                    .rows
+                    .iter()
+                    .map(|r| (r.text.as_str(), r.pair.as_deref().unwrap_or("")))
+                    .collect::<Vec<_>>(),
+            )?,
+            None => tokenizer.encode_batch(&data.rows.iter().map(|r| r.text.as_str()).collect::<Vec<_>>())?,
+        };
+        data.rows
+            .iter()
+            .zip(encodings)
+            .map(|(row, encoding)| {
+                let label = row.label.as_deref().unwrap_or_default();
+                let target = match config.problem_type() {
+                    ProblemType::Regression => Target::Value(
+                        label.parse().with_context(|| format!("line {}: label {label:?}", row.line))?,
+                    ),
+                    _ => Target::Class(
+                        glue::label_to_id(label, &config).with_context(|| format!("line {}", row.line))?,
+                    ),
+                };
+                Ok(Example { encoding, target })
+            })
+            .collect()
+    };
+    let train_examples = examples(&train)?;
+    let dev_examples = dev.as_ref().map(examples).transpose()?;
+    eprintln!(
+        "{} training examples, {} dev examples, vocab {}, {:.1}s to prepare",
+        train_examples.len(),
+        dev_examples.as_ref().map_or(0, Vec::len),
+        tokenizer.vocab_size(),
+        start.elapsed().as_secs_f64()
+    );
+
+    let options = TrainingOptions {
+        epochs: args.epochs,
+        batch_size: args.batch_size,
+        learning_rate: args.lr,
+        warmup_ratio: args.warmup_ratio,
+        weight_decay: args.weight_decay,
+        max_grad_norm: args.max_grad_norm,
+        seed: args.seed,
+    };
+    let pad_id = tokenizer.pad_id();
+    let mut trainer = Trainer::new(config.clone(), checkpoint.as_ref(), options, pad_id, &device)?;
+    trainer.plan(train_examples.len());
+    let metric = args.task.map(Task::metric);
+    let mut best: Option<f64> = None;
+    for epoch in 1..=args.epochs {
+        let batches = trainer.batches(&train_examples);
+        let bar = indicatif::ProgressBar::new(batches.len() as u64);
+        bar.set_style(indicatif::ProgressStyle::with_template(
+            "epoch {prefix} {bar:30} {pos}/{len} {msg} eta {eta}",
+        )?);
+        bar.set_prefix(epoch.to_string());
+        let (mut total, mut count) = (0.0f64, 0usize);
+        for batch in &batches {
+            let loss = trainer.train_step(&train_examples, batch)?;
+            if !loss.is_finite() {
+                bail!("the loss became {loss} at epoch {epoch}: lower --lr");
+            }
+            total += loss as f64;
+            count += 1;
+            bar.set_message(format!("loss {:.4}", total / count as f64));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        eprintln!(
+            "epoch {epoch}: mean training loss {:.4} ({:.0}s)",
+            total / count.max(1) as f64,
+            start.elapsed().as_secs_f64()
+        );
+
+        let Some(dev_examples) = &dev_examples else {
+            trainer.save(&args.output, &tokenizer)?;
+            continue;
+        };
+        let logits = trainer.predict(dev_examples, 64)?;
+        let predictions: Vec<Classification> =
+            logits.into_iter().map(|l| to_prediction(&config, l)).collect();
+        let labels: Vec<&str> = dev
+            .as_ref()
+            .expect("dev examples come from dev")
+            .rows
+            .iter()
+            .map(|r| r.label.as_deref().unwrap_or_default())
+            .collect();
+        let scores = glue::evaluate(metric, &config, &predictions, &labels)?;
+        let line: Vec<String> = scores.iter().map(|(n, v)| format!("{n} = {v:.4}")).collect();
+        eprintln!("epoch {epoch}: dev {}", line.join(", "));
+        let main_score = scores[0].1;
+        if best.is_none_or(|b| main_score > b) {
+            best = Some(main_score);
+            trainer.save(&args.output, &tokenizer)?;
+            eprintln!("saved to {}", args.output);
+        }
+    }
+    let vocab_training = std::path::Path::new(&args.output).join("vocab-training");
+    if vocab_training.exists() {
+        std::fs::remove_dir_all(&vocab_training)?;
+    }
+    eprintln!("done in {:.0}s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Softmax (or the value, for regression) of one row of logits, as the classifier pipeline reports it.
+fn to_prediction(config: &Config, logits: Vec<f32>) -> Classification {
+    if config.problem_type() == ProblemType::Regression {
+        let v = logits[0];
+        return Classification {
+            label: v.to_string(),
+            label_id: 0,
+            score: v,
+            scores: logits.clone(),
+            logits,
+            truncated: false,
+        };
+    }
+    let max = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
+    let sum: f32 = exp.iter().sum();
+    let scores: Vec<f32> = exp.iter().map(|e| e / sum).collect();
+    let best = (0..scores.len()).max_by(|&a, &b| scores[a].total_cmp(&scores[b])).unwrap_or(0);
+    Classification {
+        label: config.label(best),
+        label_id: best,
+        score: scores[best],
+        scores,
+        logits,
+        truncated: false,
+    }
+}
