@@ -44,7 +44,7 @@ pub struct Config {
     #[serde(default = "d::vocab_size")]
     pub vocab_size: usize,
     /// Width of the embeddings; `None` means `hidden_size` (see [`Config::embedding_size`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedding_size: Option<usize>,
     #[serde(default = "d::hidden_size")]
     pub hidden_size: usize,
