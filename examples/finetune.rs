@@ -76,12 +76,10 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let start = Instant::now();
     let device = parse_device(&args.device)?;
-    let columns = match (args.task, &args.text_col) {
-        (_, Some(text)) => {
-            Columns { text: text.clone(), pair: args.pair_col.clone(), label: args.label_col.clone() }
-        }
-        (Some(task), None) => task.columns(),
-        (None, None) => bail!("give --task or --text-col/--label-col"),
+    let Some(columns) =
+        Columns::select(args.task, args.text_col.clone(), args.pair_col.clone(), args.label_col.clone())
+    else {
+        bail!("give --task or --text-col/--label-col");
     };
     let read = |path: &str| -> Result<Dataset> {
         let file = std::fs::File::open(path).with_context(|| format!("opening {path}"))?;

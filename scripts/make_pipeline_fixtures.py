@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from make_model_fixtures import randomise
 from transformers import (BertTokenizer, RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification,
                           RoFormerModel)
 
@@ -57,19 +58,6 @@ def small_vocab():
             seen.add(t)
             vocab.append(t)
     return vocab
-
-
-def randomise(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "embed_positions" in name:
-                continue
-            if "LayerNorm.weight" in name:
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(STD * torch.randn(p.shape, generator=g))
-    return model.eval()
 
 
 def config(vocab, **kw):

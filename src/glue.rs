@@ -107,6 +107,22 @@ pub struct Columns {
     pub label: Option<Column>,
 }
 
+impl Columns {
+    /// Columns given one by one win over a task's; with neither, `None`.
+    pub fn select(
+        task: Option<Task>,
+        text: Option<Column>,
+        pair: Option<Column>,
+        label: Option<Column>,
+    ) -> Option<Self> {
+        match (task, text) {
+            (_, Some(text)) => Some(Columns { text, pair, label }),
+            (Some(task), None) => Some(task.columns()),
+            (None, None) => None,
+        }
+    }
+}
+
 /// One input row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {

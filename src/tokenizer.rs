@@ -271,19 +271,7 @@ impl Tokenizer {
                 .map(|t| AddedToken::from(t.clone(), true))
                 .collect();
         inner.add_special_tokens(specials).map_err(tk)?;
-        let mut tokenizer = Self {
-            inner,
-            kind: options.kind,
-            special,
-            model_max_length: options.model_max_length,
-            zero_segment_ids: false,
-            truncation: None,
-            padding: None,
-            options,
-            source,
-        };
-        tokenizer.set_template()?;
-        Ok(tokenizer)
+        Self::assemble(inner, options, source)
     }
 
     fn from_tokenizer_json(path: &Path, options: TokenizerOptions) -> Result<Self> {
@@ -302,16 +290,21 @@ impl Tokenizer {
             added.into_iter().map(|(_, t)| t).partition(|t| t.special);
         inner.add_special_tokens(special_added).map_err(|e| bad(e.to_string()))?;
         inner.add_tokens(plain).map_err(|e| bad(e.to_string()))?;
-        let special = options.special.clone();
+        let special = &options.special;
         for token in [&special.unk, &special.cls, &special.sep, &special.pad] {
             if inner.token_to_id(token).is_none() {
                 return Err(bad(format!("the vocabulary has no {token}")));
             }
         }
+        Self::assemble(inner, options, source)
+    }
+
+    /// The tokenizer around a configured `inner`, with its special-token template.
+    fn assemble(inner: Inner, options: TokenizerOptions, source: Option<PathBuf>) -> Result<Self> {
         let mut tokenizer = Self {
             inner,
             kind: options.kind,
-            special,
+            special: options.special.clone(),
             model_max_length: options.model_max_length,
             zero_segment_ids: false,
             truncation: None,
