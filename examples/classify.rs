@@ -76,6 +76,7 @@ const BUILT_IN: [&str; 6] = [
 ];
 
 fn main() -> Result<()> {
+    roformer::pipelines::pin_cpu_threads();
     let args = Args::parse();
     let options = PipelineOptions {
         device: parse_device(&args.device)?,

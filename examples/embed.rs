@@ -45,6 +45,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
+    roformer::pipelines::pin_cpu_threads();
     let args = Args::parse();
     let options = PipelineOptions {
         device: parse_device(&args.device)?,

@@ -73,6 +73,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
+    roformer::pipelines::pin_cpu_threads();
     let args = Args::parse();
     let start = Instant::now();
     let device = parse_device(&args.device)?;

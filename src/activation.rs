@@ -39,7 +39,7 @@ impl Activation {
 
     pub fn forward(self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Activation::Gelu => xs.gelu_erf(),
+            Activation::Gelu => crate::ops::gelu_erf(xs),
             Activation::GeluNew | Activation::GeluPytorchTanh => xs.gelu(),
             Activation::Relu => xs.relu(),
             Activation::Silu | Activation::Swish => xs.silu(),

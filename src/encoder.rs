@@ -51,7 +51,13 @@ impl Layer {
         })
     }
 
-    pub fn forward(&self, xs: &Tensor, mask: &Tensor, rope: &RotaryTables, train: bool) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        xs: &Tensor,
+        mask: Option<&Tensor>,
+        rope: &RotaryTables,
+        train: bool,
+    ) -> Result<Tensor> {
         let xs = self.attention.forward(xs, mask, rope, train)?;
         self.feed_forward.forward(&xs, train)
     }
@@ -74,7 +80,7 @@ impl Encoder {
     pub fn forward(
         &self,
         xs: &Tensor,
-        mask: &Tensor,
+        mask: Option<&Tensor>,
         rope: &RotaryTables,
         train: bool,
         mut hidden_states: Option<&mut Vec<Tensor>>,

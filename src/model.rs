@@ -166,12 +166,18 @@ impl RoFormerModel {
         };
         let mask = self.additive_mask(inputs.attention_mask, batch, seq_len)?;
         let (cos, sin) = self.rotary.cos_sin(seq_len, self.dtype, &self.device)?;
-        self.encoder.forward(&xs, &mask, &RotaryTables { cos, sin }, train, hidden_states)
+        self.encoder.forward(&xs, mask.as_ref(), &RotaryTables { cos, sin }, train, hidden_states)
     }
 
     /// The padding mask as an additive bias broadcasting to (batch, heads, query, key): 0 where
     /// attention is allowed and the dtype's minimum elsewhere, as transformers' eager path does.
-    fn additive_mask(&self, attention_mask: Option<&Tensor>, batch: usize, seq_len: usize) -> Result<Tensor> {
+    /// `None` when nothing is masked, which spares every layer the addition.
+    fn additive_mask(
+        &self,
+        attention_mask: Option<&Tensor>,
+        batch: usize,
+        seq_len: usize,
+    ) -> Result<Option<Tensor>> {
         let min = match self.dtype {
             DType::F16 => f64::from(half::f16::MIN),
             DType::BF16 => f64::from(half::bf16::MIN),
@@ -181,8 +187,13 @@ impl RoFormerModel {
         let keep = match attention_mask {
             Some(m) => {
                 check_same_shape("attention_mask", m, (batch, seq_len))?;
-                m.to_dtype(DType::F32)?.to_device(&self.device)?.reshape((batch, 1, 1, seq_len))?
+                let m = m.to_dtype(DType::F32)?.to_device(&self.device)?;
+                if !self.config.is_decoder && m.min_all()?.to_scalar::<f32>()? == 1.0 {
+                    return Ok(None);
+                }
+                m.reshape((batch, 1, 1, seq_len))?
             }
+            None if !self.config.is_decoder => return Ok(None),
             None => Tensor::ones((batch, 1, 1, seq_len), DType::F32, &self.device)?,
         };
         let keep = if self.config.is_decoder {
@@ -195,7 +206,7 @@ impl RoFormerModel {
             keep
         };
         // 1 - keep is exactly 0 or 1, so the bias is exactly 0 or min.
-        ((keep.ones_like()? - keep)? * min)?.to_dtype(self.dtype)
+        Ok(Some(((keep.ones_like()? - keep)? * min)?.to_dtype(self.dtype)?))
     }
 
     /// Masked mean of the last hidden state over real tokens, (batch, hidden).

@@ -29,6 +29,19 @@ impl Linear {
         &self.weight
     }
 
+    /// One layer computing the outputs of several side by side (their weights stacked).
+    pub fn concat(parts: &[&Linear]) -> Result<Self> {
+        let weights: Vec<&Tensor> = parts.iter().map(|l| &l.weight).collect();
+        let weight = Tensor::cat(&weights, 0)?;
+        let bias = if parts.iter().all(|l| l.bias.is_some()) {
+            let biases: Vec<&Tensor> = parts.iter().filter_map(|l| l.bias.as_ref()).collect();
+            Some(Tensor::cat(&biases, 0)?)
+        } else {
+            None
+        };
+        Ok(Self { weight, bias })
+    }
+
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         // Flattening to 2-D keeps the weight out of batched matmul, whose CPU kernel in
         // candle-core 0.11.1 mishandles some transposed/broadcast operand pairs.
