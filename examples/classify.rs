@@ -3,7 +3,7 @@
 //! `cargo run --release --example classify` runs the bundled model over a few sentences;
 //! `-- --input ../shared/data/glue/SST-2/dev.tsv --task sst2` scores a GLUE dev file.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -106,11 +106,7 @@ fn main() -> Result<()> {
         (Some(task), None) => task.columns(),
         (None, None) => Columns { text: Column::Index(0), pair: None, label: None },
     };
-    let reader: Box<dyn BufRead> = if input == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
-    } else {
-        Box::new(BufReader::new(std::fs::File::open(input).with_context(|| format!("opening {input}"))?))
-    };
+    let reader = glue::open_input(input)?;
     let data = glue::read_tsv(reader, input, &columns, args.skip_bad_lines)?;
     for bad in &data.skipped {
         eprintln!("skipped {input}:{}: {}", bad.line, bad.message);

@@ -3,7 +3,7 @@
 //! `cargo run --release --example embed -- --model <dir|hub id> --input sentences.txt --pooling mean --normalize`
 //! `... --query "a sentence"` ranks the input sentences by cosine similarity to the query instead.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -56,13 +56,7 @@ fn main() -> Result<()> {
     };
     let encoder =
         SentenceEncoder::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
-    let reader: Box<dyn BufRead> = if args.input == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
-    } else {
-        Box::new(BufReader::new(
-            std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?,
-        ))
-    };
+    let reader = roformer::glue::open_input(&args.input)?;
     let sentences: Vec<String> = reader.lines().collect::<std::io::Result<_>>()?;
     let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let embeddings = encoder.encode(&refs, args.pooling, args.normalize)?;

@@ -5,7 +5,6 @@
 //! From a config with random init and a vocabulary trained on the training texts:
 //!   cargo run --release --example finetune -- --config config.json --train-vocab 8000 --train ... --output out
 
-use std::io::BufReader;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -83,8 +82,7 @@ fn main() -> Result<()> {
         bail!("give --task or --text-col/--label-col");
     };
     let read = |path: &str| -> Result<Dataset> {
-        let file = std::fs::File::open(path).with_context(|| format!("opening {path}"))?;
-        let data = glue::read_tsv(BufReader::new(file), path, &columns, args.skip_bad_lines)?;
+        let data = glue::read_tsv(glue::open_input(path)?, path, &columns, args.skip_bad_lines)?;
         for bad in &data.skipped {
             eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
         }

@@ -153,6 +153,15 @@ impl Dataset {
     }
 }
 
+/// A file to read line by line, or standard input for `-`.
+pub fn open_input(path: &str) -> Result<Box<dyn BufRead>> {
+    if path == "-" {
+        return Ok(Box::new(std::io::BufReader::new(std::io::stdin())));
+    }
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    Ok(Box::new(std::io::BufReader::new(file)))
+}
+
 /// Every column name of the GLUE files: a first line holding one of them is a header.
 const HEADER_NAMES: [&str; 22] = [
     "sentence",
