@@ -67,24 +67,19 @@ impl RoFormerForSequenceClassification {
 pub struct RoFormerForTokenClassification {
     pub roformer: RoFormerModel,
     classifier: Linear,
-    dropout: f64,
 }
 
 impl RoFormerForTokenClassification {
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let classifier =
             Linear::load(vb.pp("classifier"), config.hidden_size, config.num_labels(), true, config)?;
-        Ok(Self {
-            roformer: RoFormerModel::load(vb.pp("roformer"), config)?,
-            classifier,
-            dropout: config.hidden_dropout_prob,
-        })
+        Ok(Self { roformer: RoFormerModel::load(vb.pp("roformer"), config)?, classifier })
     }
 
     /// Logits, (batch, seq, num_labels).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
         let sequence_output = self.roformer.forward(inputs)?;
-        self.classifier.forward(&dropout(&sequence_output, self.dropout, false)?)
+        self.classifier.forward(&sequence_output)
     }
 }
 
