@@ -124,10 +124,10 @@ impl Checkpoint {
         self.weights.names.keys().cloned().collect::<BTreeSet<_>>().into_iter().collect()
     }
 
-    /// Reads one tensor by its name in the file, in its stored dtype, on the CPU.
+    /// Reads one tensor (with or without the `roformer.` prefix) in its stored dtype, on the CPU.
     pub fn tensor(&self, name: &str) -> Result<Tensor> {
-        let backend = Backend { weights: self.weights.clone(), error: Default::default() };
-        backend.read(name).map_err(|e| backend.take_error().unwrap_or(Error::Candle(e)))
+        self.find(name)?
+            .ok_or_else(|| Error::MissingTensor { path: self.path().to_path_buf(), tensor: name.into() })
     }
 
     /// A tensor by the name a model asks for (with or without the `roformer.` prefix), if present.
