@@ -218,7 +218,7 @@ fn main() -> Result<()> {
         };
         let logits = trainer.predict(dev_examples, 64)?;
         let predictions: Vec<Classification> =
-            logits.into_iter().map(|l| to_prediction(&config, l)).collect();
+            logits.into_iter().map(|l| Classification::from_logits(&config, l, false)).collect();
         let labels: Vec<&str> = dev
             .as_ref()
             .expect("dev examples come from dev")
@@ -242,32 +242,4 @@ fn main() -> Result<()> {
     }
     eprintln!("done in {:.0}s", start.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// Softmax (or the value, for regression) of one row of logits, as the classifier pipeline reports it.
-fn to_prediction(config: &Config, logits: Vec<f32>) -> Classification {
-    if config.problem_type() == ProblemType::Regression {
-        let v = logits[0];
-        return Classification {
-            label: v.to_string(),
-            label_id: 0,
-            score: v,
-            scores: logits.clone(),
-            logits,
-            truncated: false,
-        };
-    }
-    let max = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-    let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
-    let sum: f32 = exp.iter().sum();
-    let scores: Vec<f32> = exp.iter().map(|e| e / sum).collect();
-    let best = (0..scores.len()).max_by(|&a, &b| scores[a].total_cmp(&scores[b])).unwrap_or(0);
-    Classification {
-        label: config.label(best),
-        label_id: best,
-        score: scores[best],
-        scores,
-        logits,
-        truncated: false,
-    }
 }

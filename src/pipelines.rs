@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 
 use crate::config::{Config, ProblemType};
 use crate::error::{Error, Result};
@@ -168,6 +168,44 @@ pub struct Classification {
     pub truncated: bool,
 }
 
+impl Classification {
+    /// The prediction for one row of logits: softmax (single-label), sigmoid (multi-label) or the
+    /// value (regression), and the best class with its label from id2label.
+    pub fn from_logits(config: &Config, logits: Vec<f32>, truncated: bool) -> Self {
+        let problem = config.problem_type();
+        if problem == ProblemType::Regression {
+            let value = logits.first().copied().unwrap_or(f32::NAN);
+            let scores = logits.clone();
+            return Classification {
+                label: format!("{value}"),
+                label_id: 0,
+                score: value,
+                scores,
+                logits,
+                truncated,
+            };
+        }
+        let scores: Vec<f32> = if problem == ProblemType::MultiLabelClassification {
+            logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect()
+        } else {
+            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
+            let sum: f32 = exp.iter().sum();
+            exp.iter().map(|e| e / sum).collect()
+        };
+        // total_cmp puts NaN last, so a NaN logit never wins silently over real numbers.
+        let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
+        Classification {
+            label: config.label(best),
+            label_id: best,
+            score: scores[best],
+            scores,
+            logits,
+            truncated,
+        }
+    }
+}
+
 /// Sequence classification: single sentences or pairs, single-label, multi-label or regression.
 pub type TextClassifier = Loaded<RoFormerForSequenceClassification>;
 
@@ -187,52 +225,14 @@ impl TextClassifier {
     }
 
     fn classify_encoded(&self, encodings: Vec<Encoded>) -> Result<Vec<Classification>> {
-        let problem = self.problem_type();
         self.run_batched(encodings, |inputs, batch| {
-            let logits = self.model.forward(inputs)?.to_dtype(DType::F32)?;
-            let scores = match problem {
-                ProblemType::SingleLabelClassification => candle_nn::ops::softmax(&logits, D::Minus1)?,
-                ProblemType::MultiLabelClassification => candle_nn::ops::sigmoid(&logits)?,
-                ProblemType::Regression => logits.clone(),
-            };
-            let (logits, scores) = (logits.to_vec2::<f32>()?, scores.to_vec2::<f32>()?);
+            let logits = self.model.forward(inputs)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
             Ok(logits
                 .into_iter()
-                .zip(scores)
                 .zip(batch)
-                .map(|((logits, scores), e)| self.prediction(problem, logits, scores, e.truncated))
+                .map(|(logits, e)| Classification::from_logits(&self.config, logits, e.truncated))
                 .collect())
         })
-    }
-
-    fn prediction(
-        &self,
-        problem: ProblemType,
-        logits: Vec<f32>,
-        scores: Vec<f32>,
-        truncated: bool,
-    ) -> Classification {
-        if problem == ProblemType::Regression {
-            let value = scores.first().copied().unwrap_or(f32::NAN);
-            return Classification {
-                label: format!("{value}"),
-                label_id: 0,
-                score: value,
-                scores,
-                logits,
-                truncated,
-            };
-        }
-        // total_cmp puts NaN last, so a NaN logit never wins silently over real numbers.
-        let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
-        Classification {
-            label: self.config.label(best),
-            label_id: best,
-            score: scores[best],
-            scores,
-            logits,
-            truncated,
-        }
     }
 }
 
