@@ -111,31 +111,53 @@ impl<M> Loaded<M> {
     fn run_batched<T>(
         &self,
         encodings: Vec<Encoded>,
-        mut forward: impl FnMut(Inputs, &[&Encoded]) -> Result<Vec<T>>,
+        forward: impl FnMut(Inputs, &[&Encoded]) -> Result<Vec<T>>,
     ) -> Result<Vec<T>> {
-        let mut order: Vec<usize> = (0..encodings.len()).collect();
-        // Sorting by length keeps padding small when lengths are mixed.
-        order.sort_by_key(|&i| encodings[i].len());
-        let mut results: Vec<Option<T>> = (0..encodings.len()).map(|_| None).collect();
-        for chunk in order.chunks(self.options.batch_size) {
-            let batch: Vec<&Encoded> = chunk.iter().map(|&i| &encodings[i]).collect();
-            let (ids, types, mask) = batch_tensors(&batch, self.tokenizer.pad_id(), &self.options.device)?;
-            let inputs =
-                Inputs { input_ids: &ids, token_type_ids: Some(&types), attention_mask: Some(&mask) };
-            let rows = forward(inputs, &batch)?;
-            if rows.len() != chunk.len() {
-                return Err(Error::Input(format!("batch of {} gave {} rows", chunk.len(), rows.len())));
-            }
-            for (&i, row) in chunk.iter().zip(rows) {
-                results[i] = Some(row);
-            }
-        }
-        Ok(results.into_iter().map(|r| r.expect("every input belongs to one batch")).collect())
+        let encodings: Vec<&Encoded> = encodings.iter().collect();
+        run_by_length(
+            &encodings,
+            self.options.batch_size,
+            self.tokenizer.pad_id(),
+            &self.options.device,
+            forward,
+        )
     }
 }
 
+/// Runs `forward` on batches of up to `batch_size` encodings of similar length, padded to the
+/// longest of each batch, and returns its rows (one per encoding) in input order. Sorting by
+/// length keeps padding small when lengths are mixed.
+pub(crate) fn run_by_length<T>(
+    encodings: &[&Encoded],
+    batch_size: usize,
+    pad_id: u32,
+    device: &Device,
+    mut forward: impl FnMut(Inputs, &[&Encoded]) -> Result<Vec<T>>,
+) -> Result<Vec<T>> {
+    let mut order: Vec<usize> = (0..encodings.len()).collect();
+    order.sort_by_key(|&i| encodings[i].len());
+    let mut results: Vec<Option<T>> = (0..encodings.len()).map(|_| None).collect();
+    for chunk in order.chunks(batch_size.max(1)) {
+        let batch: Vec<&Encoded> = chunk.iter().map(|&i| encodings[i]).collect();
+        let (ids, types, mask) = batch_tensors(&batch, pad_id, device)?;
+        let inputs = Inputs { input_ids: &ids, token_type_ids: Some(&types), attention_mask: Some(&mask) };
+        let rows = forward(inputs, &batch)?;
+        if rows.len() != chunk.len() {
+            return Err(Error::Input(format!("batch of {} gave {} rows", chunk.len(), rows.len())));
+        }
+        for (&i, row) in chunk.iter().zip(rows) {
+            results[i] = Some(row);
+        }
+    }
+    Ok(results.into_iter().map(|r| r.expect("every input belongs to one batch")).collect())
+}
+
 /// Pads a batch to its longest member and stacks ids, type ids and mask as (batch, seq) u32.
-fn batch_tensors(batch: &[&Encoded], pad_id: u32, device: &Device) -> Result<(Tensor, Tensor, Tensor)> {
+pub(crate) fn batch_tensors(
+    batch: &[&Encoded],
+    pad_id: u32,
+    device: &Device,
+) -> Result<(Tensor, Tensor, Tensor)> {
     let len = batch.iter().map(|e| e.len()).max().unwrap_or(0);
     let pad = |v: &[u32], fill: u32| {
         v.iter().copied().chain(std::iter::repeat(fill)).take(len).collect::<Vec<u32>>()

@@ -14,6 +14,7 @@ use crate::heads::RoFormerForSequenceClassification;
 use crate::loading::Checkpoint;
 use crate::model::Inputs;
 use crate::nn::SplitMix64;
+use crate::pipelines::{batch_tensors, run_by_length};
 use crate::tokenizer::{Encoded, Tokenizer};
 
 /// The target of one example.
@@ -176,45 +177,16 @@ impl Trainer {
 
     /// Logits of examples in eval mode (no dropout), in input order.
     pub fn predict(&self, examples: &[Example], batch_size: usize) -> Result<Vec<Vec<f32>>> {
-        let mut out = vec![Vec::new(); examples.len()];
-        let mut order: Vec<usize> = (0..examples.len()).collect();
-        order.sort_by_key(|&i| examples[i].encoding.len());
-        for chunk in order.chunks(batch_size.max(1)) {
-            let (inputs, _) = self.tensors(examples, chunk)?;
-            let logits = self.model.forward_t(
-                Inputs {
-                    input_ids: &inputs.0,
-                    token_type_ids: Some(&inputs.1),
-                    attention_mask: Some(&inputs.2),
-                },
-                false,
-            )?;
-            for (&i, row) in chunk.iter().zip(logits.detach().to_vec2::<f32>()?) {
-                out[i] = row;
-            }
-        }
-        Ok(out)
+        let encodings: Vec<&Encoded> = examples.iter().map(|e| &e.encoding).collect();
+        run_by_length(&encodings, batch_size, self.pad_id, &self.device, |inputs, _| {
+            Ok(self.model.forward_t(inputs, false)?.detach().to_vec2::<f32>()?)
+        })
     }
 
     fn tensors(&self, examples: &[Example], batch: &[usize]) -> Result<((Tensor, Tensor, Tensor), Tensor)> {
-        let len = batch.iter().map(|&i| examples[i].encoding.len()).max().unwrap_or(0);
-        let mut ids = Vec::with_capacity(batch.len() * len);
-        let mut types = Vec::with_capacity(batch.len() * len);
-        let mut mask = Vec::with_capacity(batch.len() * len);
-        for &i in batch {
-            let e = &examples[i].encoding;
-            let pad = len - e.len();
-            ids.extend(e.input_ids.iter().copied().chain(std::iter::repeat_n(self.pad_id, pad)));
-            types.extend(e.token_type_ids.iter().copied().chain(std::iter::repeat_n(0, pad)));
-            mask.extend(e.attention_mask.iter().copied().chain(std::iter::repeat_n(0, pad)));
-        }
-        let shape = (batch.len(), len);
+        let encodings: Vec<&Encoded> = batch.iter().map(|&i| &examples[i].encoding).collect();
+        let inputs = batch_tensors(&encodings, self.pad_id, &self.device)?;
         let dev = &self.device;
-        let inputs = (
-            Tensor::from_vec(ids, shape, dev)?,
-            Tensor::from_vec(types, shape, dev)?,
-            Tensor::from_vec(mask, shape, dev)?,
-        );
         let targets = match self.config.problem_type() {
             ProblemType::SingleLabelClassification => {
                 let t: Vec<u32> =
