@@ -59,21 +59,8 @@ fn complete_in_cache(cache: &Cache, repo: &Repo) -> Option<PathBuf> {
 }
 
 fn shards_complete(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join("model.safetensors.index.json")) else { return false };
-    shard_names(&text).is_some_and(|names| names.iter().all(|n| dir.join(n).exists()))
-}
-
-fn shard_names(index: &str) -> Option<Vec<String>> {
-    let json: serde_json::Value = serde_json::from_str(index).ok()?;
-    let mut names: Vec<String> = json
-        .get("weight_map")?
-        .as_object()?
-        .values()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    names.sort();
-    names.dedup();
-    Some(names)
+    crate::loading::shard_files(&dir.join("model.safetensors.index.json"))
+        .is_ok_and(|names| names.iter().all(|n| dir.join(n).exists()))
 }
 
 fn is_not_found(e: &ApiError) -> bool {
@@ -101,12 +88,7 @@ fn download(cache: &Cache, repo: Repo, model: &str, revision: &str) -> Result<Pa
         match api.get(file) {
             Ok(path) => {
                 if file.ends_with(".index.json") {
-                    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-                    let shards = shard_names(&text).ok_or_else(|| Error::Checkpoint {
-                        path: path.clone(),
-                        message: "malformed shard index".into(),
-                    })?;
-                    for shard in shards {
+                    for shard in crate::loading::shard_files(&path)? {
                         api.get(&shard).map_err(|e| hub_error(&shard, e))?;
                     }
                 }

@@ -157,6 +157,12 @@ pub fn load_dir<M: Load>(dir: impl AsRef<Path>, dtype: DType, device: &Device) -
 }
 
 fn read_shard_index(path: &Path) -> Result<Vec<PathBuf>> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    Ok(shard_files(path)?.into_iter().map(|f| dir.join(f)).collect())
+}
+
+/// The shard file names a `*.index.json` lists in its `weight_map`, sorted, each once.
+pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message };
     let index: serde_json::Value =
@@ -165,12 +171,11 @@ fn read_shard_index(path: &Path) -> Result<Vec<PathBuf>> {
         .get("weight_map")
         .and_then(|m| m.as_object())
         .ok_or_else(|| bad("shard index has no `weight_map` object".into()))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
     let mut shards = BTreeSet::new();
     for (tensor, file) in map {
         let file =
             file.as_str().ok_or_else(|| bad(format!("weight_map entry `{tensor}` is not a file name")))?;
-        shards.insert(dir.join(file));
+        shards.insert(file.to_string());
     }
     if shards.is_empty() {
         return Err(bad("shard index lists no files".into()));
