@@ -9,7 +9,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use roformer::glue::{self, Column, Columns, Task};
-use roformer::pipelines::{parse_device, parse_dtype, Classification, PipelineOptions, TextClassifier};
+use roformer::pipelines::{Classification, TextClassifier};
+
+mod common;
 
 const DEFAULT_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/roformer-sst2");
 
@@ -19,9 +21,6 @@ struct Args {
     /// Checkpoint folder or Hub id (default: the bundled SST-2 model).
     #[arg(long, default_value = DEFAULT_MODEL)]
     model: String,
-    /// Hub revision: branch, tag, commit or refs/pr/N.
-    #[arg(long)]
-    revision: Option<String>,
     /// GLUE-format TSV file, or - for stdin. Without it, a few built-in sentences.
     #[arg(long)]
     input: Option<String>,
@@ -42,17 +41,8 @@ struct Args {
     output: Option<String>,
     #[arg(long, value_enum, default_value_t = Format::Tsv)]
     format: Format,
-    #[arg(long, default_value_t = 32)]
-    batch_size: usize,
-    /// Longer inputs are truncated (default: the tokenizer's model_max_length).
-    #[arg(long)]
-    max_length: Option<usize>,
-    /// cpu, cuda:N, metal or auto.
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// f32, f16 or bf16.
-    #[arg(long, default_value = "f32")]
-    dtype: String,
+    #[command(flatten)]
+    run: common::RunArgs,
     /// Report malformed rows and go on, instead of stopping at the first.
     #[arg(long)]
     skip_bad_lines: bool,
@@ -78,13 +68,7 @@ const BUILT_IN: [&str; 6] = [
 fn main() -> Result<()> {
     roformer::pipelines::pin_cpu_threads();
     let args = Args::parse();
-    let options = PipelineOptions {
-        device: parse_device(&args.device)?,
-        dtype: parse_dtype(&args.dtype)?,
-        batch_size: args.batch_size,
-        max_length: args.max_length,
-        revision: args.revision.clone(),
-    };
+    let options = args.run.options()?;
     if args.model == DEFAULT_MODEL && !std::path::Path::new(DEFAULT_MODEL).join("config.json").exists() {
         bail!("the bundled model is missing from {DEFAULT_MODEL}: pass --model <folder or Hub id>");
     }
@@ -116,7 +100,7 @@ fn main() -> Result<()> {
     let progress = progress_bar(data.rows.len());
     let mut results: Vec<Classification> = Vec::with_capacity(data.rows.len());
     // Chunks keep the progress bar moving; each chunk is batched and length-sorted inside.
-    for chunk in data.rows.chunks(args.batch_size.max(1) * 8) {
+    for chunk in data.rows.chunks(args.run.batch_size.max(1) * 8) {
         let mut chunk_results = match columns.pair {
             Some(_) => {
                 let pairs: Vec<(&str, &str)> =

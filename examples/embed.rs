@@ -7,9 +7,9 @@ use std::io::{BufRead, Write};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use roformer::pipelines::{
-    cosine_similarity, parse_device, parse_dtype, PipelineOptions, Pooling, SentenceEncoder,
-};
+use roformer::pipelines::{cosine_similarity, Pooling, SentenceEncoder};
+
+mod common;
 
 #[derive(Parser)]
 #[command(about = "Encode sentences into embeddings with a RoFormer checkpoint")]
@@ -17,8 +17,8 @@ struct Args {
     /// Checkpoint folder or Hub id (junnyu/roformer_chinese_sim_char_base, say).
     #[arg(long)]
     model: String,
-    #[arg(long)]
-    revision: Option<String>,
+    #[command(flatten)]
+    run: common::RunArgs,
     /// One sentence per line; - or nothing for stdin.
     #[arg(long, default_value = "-")]
     input: String,
@@ -34,26 +34,12 @@ struct Args {
     /// Rank the input sentences by cosine similarity to this text.
     #[arg(long)]
     query: Option<String>,
-    #[arg(long, default_value_t = 32)]
-    batch_size: usize,
-    #[arg(long)]
-    max_length: Option<usize>,
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    #[arg(long, default_value = "f32")]
-    dtype: String,
 }
 
 fn main() -> Result<()> {
     roformer::pipelines::pin_cpu_threads();
     let args = Args::parse();
-    let options = PipelineOptions {
-        device: parse_device(&args.device)?,
-        dtype: parse_dtype(&args.dtype)?,
-        batch_size: args.batch_size,
-        max_length: args.max_length,
-        revision: args.revision.clone(),
-    };
+    let options = args.run.options()?;
     let encoder =
         SentenceEncoder::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
     let reader = roformer::glue::open_input(&args.input)?;

@@ -4,7 +4,9 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use roformer::pipelines::{parse_device, FillMask, PipelineOptions};
+use roformer::pipelines::FillMask;
+
+mod common;
 
 #[derive(Parser)]
 #[command(about = "Predict the tokens behind [MASK]")]
@@ -12,13 +14,11 @@ struct Args {
     /// Checkpoint folder or Hub id.
     #[arg(long)]
     model: String,
-    #[arg(long)]
-    revision: Option<String>,
+    #[command(flatten)]
+    run: common::RunArgs,
     /// How many candidates per [MASK].
     #[arg(long, default_value_t = 5)]
     top_k: usize,
-    #[arg(long, default_value = "cpu")]
-    device: String,
     /// Texts holding one or more [MASK].
     #[arg(required = true)]
     texts: Vec<String>,
@@ -27,11 +27,7 @@ struct Args {
 fn main() -> Result<()> {
     roformer::pipelines::pin_cpu_threads();
     let args = Args::parse();
-    let options = PipelineOptions {
-        device: parse_device(&args.device)?,
-        revision: args.revision.clone(),
-        ..Default::default()
-    };
+    let options = args.run.options()?;
     let fill = FillMask::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
     let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();
     for (text, masks) in texts.iter().zip(fill.fill(&texts, args.top_k)?) {
