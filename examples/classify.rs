@@ -24,18 +24,8 @@ struct Args {
     /// GLUE-format TSV file, or - for stdin. Without it, a few built-in sentences.
     #[arg(long)]
     input: Option<String>,
-    /// GLUE task: picks the text, pair and label columns and the metric.
-    #[arg(long)]
-    task: Option<Task>,
-    /// Text column (header name or 0-based position), when no --task.
-    #[arg(long)]
-    text_col: Option<Column>,
-    /// Second text column for pairs.
-    #[arg(long)]
-    pair_col: Option<Column>,
-    /// Label column, for scoring.
-    #[arg(long)]
-    label_col: Option<Column>,
+    #[command(flatten)]
+    columns: common::ColumnArgs,
     /// Where predictions go (default stdout).
     #[arg(long)]
     output: Option<String>,
@@ -83,13 +73,8 @@ fn main() -> Result<()> {
         return Ok(());
     };
 
-    let columns = match (args.task, &args.text_col) {
-        (_, Some(text)) => {
-            Columns { text: text.clone(), pair: args.pair_col.clone(), label: args.label_col.clone() }
-        }
-        (Some(task), None) => task.columns(),
-        (None, None) => Columns { text: Column::Index(0), pair: None, label: None },
-    };
+    let columns =
+        args.columns.columns().unwrap_or(Columns { text: Column::Index(0), pair: None, label: None });
     let reader = glue::open_input(input)?;
     let data = glue::read_tsv(reader, input, &columns, args.skip_bad_lines)?;
     for bad in &data.skipped {
@@ -149,7 +134,8 @@ fn main() -> Result<()> {
     );
     if data.has_labels() {
         let labels: Vec<&str> = data.rows.iter().map(|r| r.label.as_deref().unwrap_or_default()).collect();
-        let scores = glue::evaluate(args.task.map(Task::metric), &classifier.config, &results, &labels)?;
+        let scores =
+            glue::evaluate(args.columns.task.map(Task::metric), &classifier.config, &results, &labels)?;
         let line: Vec<String> = scores.iter().map(|(name, v)| format!("{name} = {v:.4}")).collect();
         eprintln!("{}", line.join(", "));
     }

@@ -9,10 +9,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use roformer::glue::{self, Column, Columns, Dataset, Task};
+use roformer::glue::{self, Dataset, Task};
 use roformer::pipelines::{parse_device, Classification};
 use roformer::training::{Example, Target, Trainer, TrainingOptions};
 use roformer::{Checkpoint, Config, ProblemType, Tokenizer, Truncation};
+
+mod common;
 
 #[derive(Parser)]
 #[command(about = "Train a RoFormer sequence classifier")]
@@ -35,14 +37,8 @@ struct Args {
     train: String,
     #[arg(long)]
     dev: Option<String>,
-    #[arg(long)]
-    task: Option<Task>,
-    #[arg(long)]
-    text_col: Option<Column>,
-    #[arg(long)]
-    pair_col: Option<Column>,
-    #[arg(long)]
-    label_col: Option<Column>,
+    #[command(flatten)]
+    columns: common::ColumnArgs,
     /// Label names in class order, comma-separated (default: LABEL_0, ... or the checkpoint's).
     #[arg(long, value_delimiter = ',')]
     labels: Option<Vec<String>>,
@@ -76,9 +72,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let start = Instant::now();
     let device = parse_device(&args.device)?;
-    let Some(columns) =
-        Columns::select(args.task, args.text_col.clone(), args.pair_col.clone(), args.label_col.clone())
-    else {
+    let Some(columns) = args.columns.columns() else {
         bail!("give --task or --text-col/--label-col");
     };
     let read = |path: &str| -> Result<Dataset> {
@@ -185,7 +179,7 @@ fn main() -> Result<()> {
     let pad_id = tokenizer.pad_id();
     let mut trainer = Trainer::new(config.clone(), checkpoint.as_ref(), options, pad_id, &device)?;
     trainer.plan(train_examples.len());
-    let metric = args.task.map(Task::metric);
+    let metric = args.columns.task.map(Task::metric);
     let mut best: Option<f64> = None;
     for epoch in 1..=args.epochs {
         let batches = trainer.batches(&train_examples);
