@@ -2,10 +2,9 @@
 //! model, over the tokenizer corpus. `cargo bench --bench classify`; `scripts/bench_classify.py` is the peer.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use roformer::pipelines::{PipelineOptions, TextClassifier};
+use roformer::{PipelineOptions, TextClassifier};
 
 fn bench(c: &mut Criterion) {
-    roformer::pipelines::pin_cpu_threads();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tokenizer/corpus.json");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let texts: Vec<&str> = json["singles"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
@@ -14,8 +13,11 @@ fn bench(c: &mut Criterion) {
     group.sample_size(20);
     group.throughput(Throughput::Elements(texts.len() as u64));
     for batch_size in [1, 32] {
-        let classifier =
-            TextClassifier::load(model, PipelineOptions { batch_size, ..Default::default() }).unwrap();
+        let classifier = TextClassifier::from_pretrained_with(
+            model,
+            PipelineOptions::default().with_batch_size(batch_size),
+        )
+        .unwrap();
         group.bench_function(format!("batch_{batch_size}"), |b| {
             b.iter(|| classifier.classify(&texts).unwrap())
         });

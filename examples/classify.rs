@@ -8,10 +8,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
-use roformer::glue::{self, Column, Columns, Task};
-use roformer::pipelines::{Classification, TextClassifier};
+use roformer::{Classification, TextClassifier};
 
 mod common;
+
+use common::glue::{self, Column, Columns, Task};
+use common::tsv;
 
 const DEFAULT_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/roformer-sst2");
 
@@ -55,15 +57,18 @@ const BUILT_IN: [&str; 6] = [
     "i wanted to like it , but it was a chore to sit through .",
 ];
 
-fn main() -> Result<()> {
-    roformer::pipelines::pin_cpu_threads();
+fn main() -> std::process::ExitCode {
+    common::main_with(run)
+}
+
+fn run() -> Result<()> {
     let args = Args::parse();
     let options = args.run.options()?;
     if args.model == DEFAULT_MODEL && !std::path::Path::new(DEFAULT_MODEL).join("config.json").exists() {
         bail!("the bundled model is missing from {DEFAULT_MODEL}: pass --model <folder or Hub id>");
     }
-    let classifier =
-        TextClassifier::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
+    let classifier = TextClassifier::from_pretrained_with(&args.model, options)
+        .with_context(|| format!("loading {}", args.model))?;
 
     let Some(input) = &args.input else {
         let results = classifier.classify(&BUILT_IN)?;
@@ -75,8 +80,8 @@ fn main() -> Result<()> {
 
     let columns =
         args.columns.columns().unwrap_or(Columns { text: Column::Index(0), pair: None, label: None });
-    let reader = glue::open_input(input)?;
-    let data = glue::read_tsv(reader, input, &columns, args.skip_bad_lines)?;
+    let reader = tsv::open_input(input)?;
+    let data = tsv::read_tsv(reader, input, &columns, args.skip_bad_lines)?;
     for bad in &data.skipped {
         eprintln!("skipped {input}:{}: {}", bad.line, bad.message);
     }
@@ -92,7 +97,7 @@ fn main() -> Result<()> {
                     chunk.iter().map(|r| (r.text.as_str(), r.pair.as_deref().unwrap_or(""))).collect();
                 classifier.classify_pairs(&pairs)?
             }
-            None => classifier.classify(&chunk.iter().map(|r| r.text.as_str()).collect::<Vec<_>>())?,
+            None => classifier.classify(&chunk.iter().map(|r| &r.text).collect::<Vec<_>>())?,
         };
         results.append(&mut chunk_results);
         progress.inc(chunk.len() as u64);
@@ -135,7 +140,7 @@ fn main() -> Result<()> {
     if data.has_labels() {
         let labels: Vec<&str> = data.rows.iter().map(|r| r.label.as_deref().unwrap_or_default()).collect();
         let scores =
-            glue::evaluate(args.columns.task.map(Task::metric), &classifier.config, &results, &labels)?;
+            glue::evaluate(args.columns.task.map(Task::metric), classifier.config(), &results, &labels)?;
         let line: Vec<String> = scores.iter().map(|(name, v)| format!("{name} = {v:.4}")).collect();
         eprintln!("{}", line.join(", "));
     }

@@ -1,13 +1,13 @@
 //! Sentence embeddings: one sentence per line (file or stdin) to JSONL or .npy.
 //!
-//! `cargo run --release --example embed -- --model <dir|hub id> --input sentences.txt --pooling mean --normalize`
+//! `cargo run --release --example embed -- --model <dir|hub id> --input sentences.txt --pooling mean`
 //! `... --query "a sentence"` ranks the input sentences by cosine similarity to the query instead.
 
 use std::io::{BufRead, Write};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use roformer::pipelines::{cosine_similarity, Pooling, SentenceEncoder};
+use roformer::{cosine_similarity, Pooling, SentenceEncoder};
 
 mod common;
 
@@ -25,30 +25,35 @@ struct Args {
     /// Output file; .npy writes a float32 matrix, anything else JSONL. Default: JSONL on stdout.
     #[arg(long)]
     output: Option<String>,
-    /// cls, mean or pooler.
-    #[arg(long, default_value = "cls")]
-    pooling: Pooling,
-    /// Scale each embedding to unit length.
+    /// cls, mean or pooler (default: the checkpoint's pooler if it has one, else mean).
     #[arg(long)]
-    normalize: bool,
+    pooling: Option<Pooling>,
+    /// Keep embeddings at their own length instead of scaling them to unit length.
+    #[arg(long)]
+    no_normalize: bool,
     /// Rank the input sentences by cosine similarity to this text.
     #[arg(long)]
     query: Option<String>,
 }
 
-fn main() -> Result<()> {
-    roformer::pipelines::pin_cpu_threads();
+fn main() -> std::process::ExitCode {
+    common::main_with(run)
+}
+
+fn run() -> Result<()> {
     let args = Args::parse();
-    let options = args.run.options()?;
-    let encoder =
-        SentenceEncoder::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
-    let reader = roformer::glue::open_input(&args.input)?;
+    let mut options = args.run.options()?.with_normalize(!args.no_normalize);
+    if let Some(pooling) = args.pooling {
+        options = options.with_pooling(pooling);
+    }
+    let encoder = SentenceEncoder::from_pretrained_with(&args.model, options)
+        .with_context(|| format!("loading {}", args.model))?;
+    let reader = common::tsv::open_input(&args.input)?;
     let sentences: Vec<String> = reader.lines().collect::<std::io::Result<_>>()?;
-    let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
-    let embeddings = encoder.encode(&refs, args.pooling, args.normalize)?;
+    let embeddings = encoder.encode(&sentences)?;
 
     if let Some(query) = &args.query {
-        let q = encoder.encode(&[query.as_str()], args.pooling, args.normalize)?.remove(0);
+        let q = encoder.encode(&[query])?.remove(0);
         let mut ranked: Vec<(usize, f32)> =
             embeddings.iter().map(|e| cosine_similarity(&q, e)).enumerate().collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1));

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use roformer::pipelines::FillMask;
+use roformer::FillMask;
 
 mod common;
 
@@ -24,13 +24,16 @@ struct Args {
     texts: Vec<String>,
 }
 
-fn main() -> Result<()> {
-    roformer::pipelines::pin_cpu_threads();
+fn main() -> std::process::ExitCode {
+    common::main_with(run)
+}
+
+fn run() -> Result<()> {
     let args = Args::parse();
     let options = args.run.options()?;
-    let fill = FillMask::load(&args.model, options).with_context(|| format!("loading {}", args.model))?;
-    let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();
-    for (text, masks) in texts.iter().zip(fill.fill(&texts, args.top_k)?) {
+    let fill = FillMask::from_pretrained_with(&args.model, options)
+        .with_context(|| format!("loading {}", args.model))?;
+    for (text, masks) in args.texts.iter().zip(fill.fill(&args.texts, args.top_k)?) {
         println!("{text}");
         if masks.is_empty() {
             println!("  (no [MASK] in this text)");

@@ -9,12 +9,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use roformer::glue::{self, Dataset, Task};
-use roformer::pipelines::{parse_device, Classification};
-use roformer::training::{Example, Target, Trainer, TrainingOptions};
-use roformer::{Checkpoint, Config, ProblemType, Tokenizer, Truncation};
+use roformer::training::{train_wordpiece, Example, Target, Trainer};
+use roformer::{Checkpoint, Classification, Config, HubOptions, ProblemType, Tokenizer, Truncation};
 
 mod common;
+
+use common::glue::{self, Task};
+use common::tsv::{self, Dataset};
 
 #[derive(Parser)]
 #[command(about = "Train a RoFormer sequence classifier")]
@@ -67,16 +68,19 @@ struct Args {
     skip_bad_lines: bool,
 }
 
-fn main() -> Result<()> {
-    roformer::pipelines::pin_cpu_threads();
+fn main() -> std::process::ExitCode {
+    common::main_with(run)
+}
+
+fn run() -> Result<()> {
     let args = Args::parse();
     let start = Instant::now();
-    let device = parse_device(&args.device)?;
+    let device = common::parse_device(&args.device)?;
     let Some(columns) = args.columns.columns() else {
         bail!("give --task or --text-col/--label-col");
     };
     let read = |path: &str| -> Result<Dataset> {
-        let data = glue::read_tsv(glue::open_input(path)?, path, &columns, args.skip_bad_lines)?;
+        let data = tsv::read_tsv(tsv::open_input(path)?, path, &columns, args.skip_bad_lines)?;
         for bad in &data.skipped {
             eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
         }
@@ -91,7 +95,7 @@ fn main() -> Result<()> {
     // Model folder, config and tokenizer.
     let (mut config, checkpoint, mut tokenizer) = match (&args.model, &args.config) {
         (Some(model), _) => {
-            let dir = roformer::hub::resolve(model, args.revision.as_deref())?;
+            let dir = HubOptions::from_env().resolve(model, args.revision.as_deref())?;
             (
                 Config::from_file(dir.join("config.json"))?,
                 Some(Checkpoint::open(&dir)?),
@@ -107,7 +111,7 @@ fn main() -> Result<()> {
                         .rows
                         .iter()
                         .flat_map(|r| std::iter::once(r.text.as_str()).chain(r.pair.as_deref()));
-                    roformer::tokenizer::train_wordpiece(texts, size, 2, &dir)?;
+                    train_wordpiece(texts, size, 2, &dir)?;
                     dir
                 }
                 (None, Some(vocab)) => vocab.into(),
@@ -167,18 +171,20 @@ fn main() -> Result<()> {
         start.elapsed().as_secs_f64()
     );
 
-    let options = TrainingOptions {
-        epochs: args.epochs,
-        batch_size: args.batch_size,
-        learning_rate: args.lr,
-        warmup_ratio: args.warmup_ratio,
-        weight_decay: args.weight_decay,
-        max_grad_norm: args.max_grad_norm,
-        seed: args.seed,
-    };
-    let pad_id = tokenizer.pad_id();
-    let mut trainer = Trainer::new(config.clone(), checkpoint.as_ref(), options, pad_id, &device)?;
-    trainer.plan(train_examples.len());
+    let mut builder = Trainer::builder(config.clone())
+        .epochs(args.epochs)
+        .batch_size(args.batch_size)
+        .learning_rate(args.lr)
+        .warmup_ratio(args.warmup_ratio)
+        .weight_decay(args.weight_decay)
+        .max_grad_norm(args.max_grad_norm)
+        .seed(args.seed)
+        .pad_id(tokenizer.pad_id())
+        .device(&device);
+    if let Some(checkpoint) = &checkpoint {
+        builder = builder.init_from(checkpoint);
+    }
+    let mut trainer = builder.build(train_examples.len())?;
     let metric = args.columns.task.map(Task::metric);
     let mut best: Option<f64> = None;
     for epoch in 1..=args.epochs {

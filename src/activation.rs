@@ -12,10 +12,13 @@ pub enum Activation {
     GeluNew,
     /// `gelu_pytorch_tanh`: the same tanh approximation under PyTorch's name.
     GeluPytorchTanh,
+    /// `relu`.
     Relu,
+    /// `silu`: x · sigmoid(x).
     Silu,
     /// `swish`: SiLU under its other name.
     Swish,
+    /// `tanh`.
     Tanh,
     /// `linear`: the identity.
     Linear,
@@ -33,10 +36,12 @@ impl Activation {
         ("linear", Activation::Linear),
     ];
 
+    /// The transformers name.
     pub fn name(self) -> &'static str {
         Self::NAMES.iter().find(|(_, a)| *a == self).map(|(n, _)| *n).unwrap_or("gelu")
     }
 
+    /// Applies the activation elementwise.
     pub fn forward(self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Activation::Gelu => crate::ops::gelu_erf(xs),

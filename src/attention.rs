@@ -1,32 +1,39 @@
 //! Multi-head self-attention with rotary position embedding on queries and keys (and values
-//! when `rotary_value` is set), followed by the output projection and post-LayerNorm.
+//! when `rotary_value` is set), followed by the output projection and the post-norm.
 
-use candle_core::{Result, Tensor};
+use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::config::Config;
-use crate::nn::{dropout, Linear, Norm};
+use crate::layers::{Linear, Norm};
 use crate::ops::softmax_last_dim;
+use crate::pass::Pass;
 use crate::rotary;
-
-/// Sin/cos tables for the current sequence length, shared by every layer of one forward.
-#[derive(Debug, Clone)]
-pub struct RotaryTables {
-    pub cos: Tensor,
-    pub sin: Tensor,
-}
 
 /// The query, key and value projections.
 #[derive(Debug, Clone)]
 enum Projections {
     /// Trainable weights: a concatenation would not follow the optimiser's updates.
     Separate { query: Linear, key: Linear, value: Linear },
-    /// Fixed weights, concatenated at load: one matmul and one head split instead of three.
+    /// Fixed weights, concatenated at load: one matmul instead of three.
     Fused(Linear),
 }
 
+impl Projections {
+    /// Queries, keys and values side by side: (.., 3 * hidden).
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Projections::Separate { query, key, value } => Tensor::cat(
+                &[query.forward(xs)?, key.forward(xs)?, value.forward(xs)?],
+                candle_core::D::Minus1,
+            ),
+            Projections::Fused(qkv) => qkv.forward(xs),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
-pub struct SelfAttention {
+struct SelfAttention {
     projections: Projections,
     num_heads: usize,
     head_dim: usize,
@@ -35,7 +42,7 @@ pub struct SelfAttention {
 }
 
 impl SelfAttention {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let h = config.hidden_size;
         let bias = config.use_bias();
         let query = Linear::load(vb.pp("query"), h, h, bias, config)?;
@@ -55,68 +62,43 @@ impl SelfAttention {
         })
     }
 
-    /// (batch, seq, hidden) -> (batch, heads, seq, head_dim), contiguous.
-    fn split_heads(&self, xs: &Tensor) -> Result<Tensor> {
-        let (b, t, _) = xs.dims3()?;
-        xs.reshape((b, t, self.num_heads, self.head_dim))?.transpose(1, 2)?.contiguous()
-    }
-
-    /// Queries, keys and values, each (batch, heads, seq, head_dim) and contiguous.
-    fn project(&self, xs: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-        match &self.projections {
-            Projections::Separate { query, key, value } => Ok((
-                self.split_heads(&query.forward(xs)?)?,
-                self.split_heads(&key.forward(xs)?)?,
-                self.split_heads(&value.forward(xs)?)?,
-            )),
-            Projections::Fused(qkv) => {
-                let (b, t, _) = xs.dims3()?;
-                let qkv = qkv
-                    .forward(xs)?
-                    .reshape((b, t, 3, self.num_heads, self.head_dim))?
-                    .permute((2, 0, 3, 1, 4))?
-                    .contiguous()?;
-                Ok((qkv.get(0)?, qkv.get(1)?, qkv.get(2)?))
-            }
-        }
-    }
-
-    /// `mask` is additive and broadcasts to (batch, heads, seq, seq); `None` when nothing is masked.
-    pub fn forward(
-        &self,
-        xs: &Tensor,
-        mask: Option<&Tensor>,
-        rope: &RotaryTables,
-        train: bool,
-    ) -> Result<Tensor> {
+    /// (batch, seq, hidden) -> (batch, seq, hidden).
+    fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
         let (b, t, hidden) = xs.dims3()?;
-        let (q, k, v) = self.project(xs)?;
+        // (b, t, 3 * hidden) -> three (b, heads, t, head_dim), contiguous.
+        let qkv = self
+            .projections
+            .forward(xs)?
+            .reshape((b, t, 3, self.num_heads, self.head_dim))?
+            .permute((2, 0, 3, 1, 4))?
+            .contiguous()?;
+        let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
         // Scaling q (seq × head_dim) is cheaper than scaling the scores (seq × seq), and the rotation is linear.
-        let q = (rotary::apply(&q, &rope.cos, &rope.sin)? * (1.0 / (self.head_dim as f64).sqrt()))?;
-        let k = rotary::apply(&k, &rope.cos, &rope.sin)?;
-        let v = if self.rotary_value { rotary::apply(&v, &rope.cos, &rope.sin)? } else { v };
+        let q = (rotary::apply(&q, &pass.rope)? * (1.0 / (self.head_dim as f64).sqrt()))?;
+        let k = rotary::apply(&k, &pass.rope)?;
+        let v = if self.rotary_value { rotary::apply(&v, &pass.rope)? } else { v };
 
         // Kᵀ stays a strided view: gemm reads it in place, and nothing here is broadcast.
         let scores = q.matmul(&k.t()?)?;
-        let scores = match mask {
-            Some(mask) => scores.broadcast_add(mask)?,
+        let scores = match pass.attention_bias(scores.dtype())? {
+            Some(bias) => scores.broadcast_add(bias)?,
             None => scores,
         };
-        let probs = dropout(&softmax_last_dim(&scores)?, self.dropout, train)?;
+        let probs = pass.dropout(&softmax_last_dim(&scores)?, self.dropout)?;
         probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((b, t, hidden))
     }
 }
 
 /// Projection of the attention output, residual connection and norm.
 #[derive(Debug, Clone)]
-pub struct SelfOutput {
+struct SelfOutput {
     dense: Linear,
     norm: Norm,
     dropout: f64,
 }
 
 impl SelfOutput {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
             dense: Linear::load(vb.pp("dense"), h, h, config.use_bias(), config)?,
@@ -125,15 +107,15 @@ impl SelfOutput {
         })
     }
 
-    pub fn forward(&self, xs: &Tensor, residual: &Tensor, train: bool) -> Result<Tensor> {
-        let xs = dropout(&self.dense.forward(xs)?, self.dropout, train)?;
+    fn forward(&self, xs: &Tensor, residual: &Tensor, pass: &Pass) -> Result<Tensor> {
+        let xs = pass.dropout(&self.dense.forward(xs)?, self.dropout)?;
         self.norm.forward(&(xs + residual)?)
     }
 }
 
 /// `attention.self` and `attention.output` of one layer.
 #[derive(Debug, Clone)]
-pub struct Attention {
+pub(crate) struct Attention {
     self_attention: SelfAttention,
     output: SelfOutput,
 }
@@ -146,14 +128,8 @@ impl Attention {
         })
     }
 
-    pub fn forward(
-        &self,
-        xs: &Tensor,
-        mask: Option<&Tensor>,
-        rope: &RotaryTables,
-        train: bool,
-    ) -> Result<Tensor> {
-        let attended = self.self_attention.forward(xs, mask, rope, train)?;
-        self.output.forward(&attended, xs, train)
+    pub fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
+        let attended = self.self_attention.forward(xs, pass)?;
+        self.output.forward(&attended, xs, pass)
     }
 }

@@ -12,8 +12,11 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProblemType {
+    /// One value per input, no softmax.
     Regression,
+    /// One class per input: softmax.
     SingleLabelClassification,
+    /// Any number of labels per input: a sigmoid each.
     MultiLabelClassification,
 }
 
@@ -21,6 +24,7 @@ pub enum ProblemType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum NormType {
+    /// LayerNorm with weight and bias.
     #[default]
     LayerNorm,
     /// A weightless RMS norm: `x / sqrt(mean(x²) + eps)`.
@@ -31,76 +35,105 @@ pub enum NormType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum SummaryType {
+    /// The last token.
     #[default]
     Last,
+    /// The first token.
     First,
+    /// The mean over tokens.
     Mean,
 }
 
 /// A RoFormer configuration: every `RoFormerConfig` field, plus the extras of junnyu's checkpoints.
 /// Keys this crate does not use are kept in `extra`, so a config saved again loses nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Config {
+    /// Tokens in the vocabulary (rows of the word embeddings).
     #[serde(default = "d::vocab_size")]
     pub vocab_size: usize,
     /// Width of the embeddings; `None` means `hidden_size` (see [`Config::embedding_size`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedding_size: Option<usize>,
+    /// Width of the hidden states.
     #[serde(default = "d::hidden_size")]
     pub hidden_size: usize,
+    /// Transformer layers.
     #[serde(default = "d::num_hidden_layers")]
     pub num_hidden_layers: usize,
+    /// Attention heads per layer.
     #[serde(default = "d::num_attention_heads")]
     pub num_attention_heads: usize,
+    /// Width of the feed-forward block.
     #[serde(default = "d::intermediate_size")]
     pub intermediate_size: usize,
+    /// Activation of the feed-forward block and of the classification head.
     #[serde(default = "d::hidden_act")]
     pub hidden_act: Activation,
+    /// Dropout after embeddings and sublayers, in training.
     #[serde(default = "d::dropout")]
     pub hidden_dropout_prob: f64,
+    /// Dropout on attention probabilities, in training.
     #[serde(default = "d::dropout")]
     pub attention_probs_dropout_prob: f64,
+    /// The length the model was trained for; longer inputs still run (RoPE extrapolates).
     #[serde(default = "d::max_position_embeddings")]
     pub max_position_embeddings: usize,
+    /// Segment types (2: sentence A and B).
     #[serde(default = "d::type_vocab_size")]
     pub type_vocab_size: usize,
+    /// Standard deviation of the random init of weights.
     #[serde(default = "d::initializer_range")]
     pub initializer_range: f64,
+    /// Epsilon of every norm.
     #[serde(default = "d::layer_norm_eps")]
     pub layer_norm_eps: f64,
+    /// Id of the padding token.
     #[serde(default = "d::pad_token_id")]
     pub pad_token_id: Option<u32>,
+    /// Whether values are rotated too, not only queries and keys.
     #[serde(default)]
     pub rotary_value: bool,
+    /// Set for causal-LM checkpoints; only [`crate::RoFormerForCausalLM`] masks the future.
     #[serde(default)]
     pub is_decoder: bool,
+    /// Label names by class id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id2label: Option<BTreeMap<usize, String>>,
+    /// Class ids by label name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label2id: Option<BTreeMap<String, usize>>,
     /// Explicit label count; otherwise the size of `id2label`, else 2 (see [`Config::num_labels`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_labels: Option<usize>,
+    /// What a sequence-classification head computes; inferred when absent (see [`Config::problem_type`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem_type: Option<ProblemType>,
+    /// The model classes the checkpoint was saved from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architectures: Option<Vec<String>>,
     /// Activation of junnyu's pooler (`linear` in the sim checkpoints; `tanh` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pooler_activation: Option<Activation>,
+    /// junnyu's norm choice; `rms_norm` selects RoFormer v2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub norm_type: Option<NormType>,
     /// Whether linear layers carry a bias (false in RoFormer v2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_bias: Option<bool>,
+    /// Multiple choice: which token summarises a choice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_type: Option<SummaryType>,
+    /// Multiple choice: a projection after the summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_use_proj: Option<bool>,
+    /// Multiple choice: the projection maps to num_labels rather than hidden_size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_proj_to_labels: Option<bool>,
+    /// Multiple choice: an activation after the summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary_activation: Option<String>,
+    pub summary_activation: Option<Activation>,
+    /// Every other key of the file, kept so that a saved config loses nothing.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -243,18 +276,15 @@ impl Config {
                 return Err(Error::config("id2label", format!("label id {bad} is out of range")));
             }
         }
-        if let Some(act) = &self.summary_activation {
-            if act != "tanh" && act.parse::<Activation>().is_err() {
-                return Err(Error::config("summary_activation", format!("unknown activation `{act}`")));
-            }
-        }
         Ok(())
     }
 
+    /// Width of the embeddings: `embedding_size`, else `hidden_size`.
     pub fn embedding_size(&self) -> usize {
         self.embedding_size.unwrap_or(self.hidden_size)
     }
 
+    /// Width of one attention head.
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
     }
@@ -278,10 +308,12 @@ impl Config {
         })
     }
 
+    /// The norm of every layer: LayerNorm unless the config asks for RoFormer v2's RMS norm.
     pub fn norm_type(&self) -> NormType {
         self.norm_type.unwrap_or_default()
     }
 
+    /// Whether the encoder's linear layers carry biases (not in RoFormer v2).
     pub fn use_bias(&self) -> bool {
         self.use_bias.unwrap_or(true)
     }

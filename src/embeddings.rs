@@ -4,10 +4,11 @@ use candle_core::{Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
 
 use crate::config::Config;
-use crate::nn::{dropout, Norm};
+use crate::layers::Norm;
+use crate::pass::Pass;
 
 #[derive(Debug, Clone)]
-pub struct Embeddings {
+pub(crate) struct Embeddings {
     word_embeddings: Embedding,
     token_type_embeddings: Embedding,
     norm: Norm,
@@ -34,10 +35,10 @@ impl Embeddings {
         self.word_embeddings.embeddings()
     }
 
-    pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Result<Tensor> {
+    pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, pass: &Pass) -> Result<Tensor> {
         let words = self.word_embeddings.forward(input_ids)?;
         let types = self.token_type_embeddings.forward(token_type_ids)?;
         let xs = self.norm.forward(&(words + types)?)?;
-        dropout(&xs, self.dropout, train)
+        pass.dropout(&xs, self.dropout)
     }
 }

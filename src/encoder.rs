@@ -1,16 +1,17 @@
 //! The stack of transformer layers: attention, then the feed-forward block, each post-norm.
 
-use candle_core::{Result, Tensor};
+use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::activation::Activation;
-use crate::attention::{Attention, RotaryTables};
+use crate::attention::Attention;
 use crate::config::Config;
-use crate::nn::{dropout, Linear, Norm};
+use crate::layers::{Linear, Norm};
+use crate::pass::Pass;
 
 /// The feed-forward block: `intermediate` (dense + activation) then `output` (dense, residual, norm).
 #[derive(Debug, Clone)]
-pub struct FeedForward {
+struct FeedForward {
     intermediate: Linear,
     activation: Activation,
     output: Linear,
@@ -19,7 +20,7 @@ pub struct FeedForward {
 }
 
 impl FeedForward {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let (h, i, bias) = (config.hidden_size, config.intermediate_size, config.use_bias());
         Ok(Self {
             intermediate: Linear::load(vb.pp("intermediate.dense"), h, i, bias, config)?,
@@ -30,41 +31,35 @@ impl FeedForward {
         })
     }
 
-    pub fn forward(&self, xs: &Tensor, train: bool) -> Result<Tensor> {
+    fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
         let hidden = self.activation.forward(&self.intermediate.forward(xs)?)?;
-        let out = dropout(&self.output.forward(&hidden)?, self.dropout, train)?;
+        let out = pass.dropout(&self.output.forward(&hidden)?, self.dropout)?;
         self.norm.forward(&(out + xs)?)
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct Layer {
+struct Layer {
     attention: Attention,
     feed_forward: FeedForward,
 }
 
 impl Layer {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         Ok(Self {
             attention: Attention::load(vb.pp("attention"), config)?,
             feed_forward: FeedForward::load(vb, config)?,
         })
     }
 
-    pub fn forward(
-        &self,
-        xs: &Tensor,
-        mask: Option<&Tensor>,
-        rope: &RotaryTables,
-        train: bool,
-    ) -> Result<Tensor> {
-        let xs = self.attention.forward(xs, mask, rope, train)?;
-        self.feed_forward.forward(&xs, train)
+    fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
+        let xs = self.attention.forward(xs, pass)?;
+        self.feed_forward.forward(&xs, pass)
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct Encoder {
+pub(crate) struct Encoder {
     layers: Vec<Layer>,
 }
 
@@ -80,9 +75,7 @@ impl Encoder {
     pub fn forward(
         &self,
         xs: &Tensor,
-        mask: Option<&Tensor>,
-        rope: &RotaryTables,
-        train: bool,
+        pass: &Pass,
         mut hidden_states: Option<&mut Vec<Tensor>>,
     ) -> Result<Tensor> {
         let mut xs = xs.clone();
@@ -90,7 +83,7 @@ impl Encoder {
             if let Some(states) = hidden_states.as_deref_mut() {
                 states.push(xs.clone());
             }
-            xs = layer.forward(&xs, mask, rope, train)?;
+            xs = layer.forward(&xs, pass)?;
         }
         if let Some(states) = hidden_states {
             states.push(xs.clone());

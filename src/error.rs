@@ -1,29 +1,89 @@
 //! The one error type of the crate: every failure names what is wrong (file, tensor, field, line).
+//!
+//! `Display` gives this crate's message and `source()` the error underneath, so a reporter that
+//! walks the chain (anyhow's `{:#}`, say) prints each part once.
 
 use std::path::PathBuf;
+
+/// An error from a library underneath (tokenizers, the HTTP client).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Errors returned by this crate.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// A file could not be read or written.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// `config.json` (or another JSON file) is malformed or holds an invalid value.
-    Config { path: Option<PathBuf>, field: String, message: String },
+    Config {
+        /// The file, when the config came from one.
+        path: Option<PathBuf>,
+        /// The field at fault (`a.b[2]`), empty for a malformed file.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A tensor the model needs is not in the checkpoint.
-    MissingTensor { path: PathBuf, tensor: String },
+    MissingTensor {
+        /// The weight file (or shard index).
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+    },
     /// A tensor in the checkpoint has another shape than the config implies.
-    ShapeMismatch { path: PathBuf, tensor: String, expected: Vec<usize>, found: Vec<usize> },
-    /// A checkpoint file is truncated, corrupt or of an unknown format.
-    Checkpoint { path: PathBuf, message: String },
+    ShapeMismatch {
+        /// The weight file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// The shape the config implies.
+        expected: Vec<usize>,
+        /// The shape in the file.
+        found: Vec<usize>,
+    },
+    /// A checkpoint file is truncated, corrupt, of an unknown format, or disagrees with the config.
+    Checkpoint {
+        /// The weight file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+        /// The error underneath, if any.
+        source: Option<BoxError>,
+    },
     /// A vocabulary or tokenizer file is unusable.
-    Vocab { path: PathBuf, line: Option<usize>, message: String },
+    Vocab {
+        /// The vocabulary or tokenizer file.
+        path: PathBuf,
+        /// The 1-based line at fault, if one is.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
     /// Tokenization failed.
-    Tokenizer(String),
-    /// Input to a forward pass or pipeline is invalid (shapes, empty batch, ...).
+    Tokenizer {
+        /// What failed.
+        message: String,
+        /// The tokenizers library's error, if it raised one.
+        source: Option<BoxError>,
+    },
+    /// Input to a forward pass or pipeline is invalid (shapes, sizes, options).
     Input(String),
     /// A file could not be fetched from the Hugging Face Hub.
-    Hub { repo: String, file: String, message: String },
+    Hub {
+        /// `id@revision`.
+        repo: String,
+        /// The file being fetched, empty when the repo itself is at fault.
+        file: String,
+        /// What went wrong.
+        message: String,
+        /// The transport error underneath, if any.
+        source: Option<BoxError>,
+    },
     /// A tensor operation failed.
     Candle(candle_core::Error),
 }
@@ -34,7 +94,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Io { path, .. } => write!(f, "{}", path.display()),
             Error::Config { path, field, message } => {
                 if let Some(path) = path {
                     write!(f, "{}: ", path.display())?;
@@ -53,14 +113,21 @@ impl std::fmt::Display for Error {
                 "{}: tensor `{tensor}` has shape {found:?}, the config implies {expected:?}",
                 path.display()
             ),
-            Error::Checkpoint { path, message } => write!(f, "{}: {message}", path.display()),
+            Error::Checkpoint { path, message, .. } => write!(f, "{}: {message}", path.display()),
             Error::Vocab { path, line, message } => match line {
                 Some(line) => write!(f, "{}:{line}: {message}", path.display()),
                 None => write!(f, "{}: {message}", path.display()),
             },
-            Error::Tokenizer(message) => write!(f, "tokenizer: {message}"),
+            Error::Tokenizer { message, .. } => write!(f, "tokenizer: {message}"),
             Error::Input(message) => write!(f, "invalid input: {message}"),
-            Error::Hub { repo, file, message } => write!(f, "hub {repo}/{file}: {message}"),
+            Error::Hub { repo, file, message, .. } => {
+                if file.is_empty() {
+                    write!(f, "hub {repo}: {message}")
+                } else {
+                    write!(f, "hub {repo}/{file}: {message}")
+                }
+            }
+            // Transparent: Candle's message is the message.
             Error::Candle(e) => write!(f, "{e}"),
         }
     }
@@ -70,7 +137,10 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
-            Error::Candle(e) => Some(e),
+            Error::Checkpoint { source: Some(source), .. }
+            | Error::Tokenizer { source: Some(source), .. }
+            | Error::Hub { source: Some(source), .. } => Some(source.as_ref()),
+            Error::Candle(e) => e.source(),
             _ => None,
         }
     }
@@ -89,5 +159,14 @@ impl Error {
 
     pub(crate) fn config(field: &str, message: impl Into<String>) -> Self {
         Error::Config { path: None, field: field.to_string(), message: message.into() }
+    }
+
+    pub(crate) fn tokenizer(message: impl Into<String>) -> Self {
+        Error::Tokenizer { message: message.into(), source: None }
+    }
+
+    /// A failure inside the tokenizers library, kept as the source.
+    pub(crate) fn from_tokenizers(source: tokenizers::Error) -> Self {
+        Error::Tokenizer { message: "tokenization failed".into(), source: Some(source) }
     }
 }

@@ -1,16 +1,17 @@
 //! Every task head transformers has for RoFormer, with its weight names.
 
-use candle_core::{Result, Tensor, D};
+use candle_core::{Module, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
 use crate::activation::Activation;
-use crate::config::{Config, SummaryType};
+use crate::config::{Config, NormType, SummaryType};
+use crate::error::Result;
+use crate::layers::{DropoutRng, Linear, Norm};
 use crate::model::{Inputs, RoFormerModel};
-use crate::nn::{dropout, Linear, Norm};
 
-/// `classifier`: [CLS] -> dense -> hidden_act -> out_proj (hidden_act, not BERT's tanh).
+/// `classifier`: `[CLS]` -> dense -> hidden_act -> out_proj (hidden_act, not BERT's tanh).
 #[derive(Debug, Clone)]
-pub struct ClassificationHead {
+struct ClassificationHead {
     dense: Linear,
     out_proj: Linear,
     activation: Activation,
@@ -18,7 +19,7 @@ pub struct ClassificationHead {
 }
 
 impl ClassificationHead {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
             dense: Linear::load(vb.pp("dense"), h, h, true, config)?,
@@ -28,22 +29,26 @@ impl ClassificationHead {
         })
     }
 
-    pub fn forward(&self, sequence_output: &Tensor, train: bool) -> Result<Tensor> {
+    fn forward(&self, sequence_output: &Tensor, dropout: Option<&DropoutRng>) -> candle_core::Result<Tensor> {
+        let drop = |xs: &Tensor| match dropout {
+            Some(rng) => rng.apply(xs, self.dropout),
+            None => Ok(xs.clone()),
+        };
         let cls = sequence_output.narrow(1, 0, 1)?.squeeze(1)?;
-        let xs = self.dense.forward(&dropout(&cls, self.dropout, train)?)?;
-        let xs = self.activation.forward(&xs)?;
-        self.out_proj.forward(&dropout(&xs, self.dropout, train)?)
+        let xs = self.activation.forward(&self.dense.forward(&drop(&cls)?)?)?;
+        self.out_proj.forward(&drop(&xs)?)
     }
 }
 
 /// Sequence classification or regression (transformers' `RoFormerForSequenceClassification`).
 #[derive(Debug)]
 pub struct RoFormerForSequenceClassification {
-    pub roformer: RoFormerModel,
-    pub classifier: ClassificationHead,
+    roformer: RoFormerModel,
+    classifier: ClassificationHead,
 }
 
 impl RoFormerForSequenceClassification {
+    /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         Ok(Self {
             roformer: RoFormerModel::load(vb.pp("roformer"), config)?,
@@ -51,116 +56,170 @@ impl RoFormerForSequenceClassification {
         })
     }
 
-    /// Logits, (batch, num_labels).
-    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        self.forward_t(inputs, false)
+    /// The encoder under the head.
+    pub fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
     }
 
-    pub fn forward_t(&self, inputs: Inputs, train: bool) -> Result<Tensor> {
-        let sequence_output = self.roformer.forward_t(inputs, train)?;
-        self.classifier.forward(&sequence_output, train)
+    /// Logits, (batch, num_labels).
+    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
+        self.run(inputs, None)
+    }
+
+    /// Logits with dropout drawn from `dropout`, for training.
+    pub(crate) fn run(&self, inputs: Inputs, dropout: Option<&DropoutRng>) -> Result<Tensor> {
+        let sequence_output = self.roformer.run(inputs, false, dropout, None)?;
+        Ok(self.classifier.forward(&sequence_output, dropout)?)
     }
 }
 
 /// Per-token classification (`RoFormerForTokenClassification`).
 #[derive(Debug)]
 pub struct RoFormerForTokenClassification {
-    pub roformer: RoFormerModel,
+    roformer: RoFormerModel,
     classifier: Linear,
 }
 
 impl RoFormerForTokenClassification {
+    /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let classifier =
             Linear::load(vb.pp("classifier"), config.hidden_size, config.num_labels(), true, config)?;
         Ok(Self { roformer: RoFormerModel::load(vb.pp("roformer"), config)?, classifier })
     }
 
+    /// The encoder under the head.
+    pub fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
     /// Logits, (batch, seq, num_labels).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
         let sequence_output = self.roformer.forward(inputs)?;
-        self.classifier.forward(&sequence_output)
+        Ok(self.classifier.forward(&sequence_output)?)
     }
 }
 
 /// `cls.predictions`: transform (dense, activation, norm) then the decoder onto the vocabulary.
+/// RoFormer v2 has the decoder alone, without bias.
 #[derive(Debug, Clone)]
-pub struct MaskedLmHead {
-    dense: Linear,
-    activation: Activation,
-    norm: Norm,
+struct MaskedLmHead {
+    transform: Option<(Linear, Activation, Norm)>,
     decoder: Linear,
 }
 
 impl MaskedLmHead {
     /// `word_embeddings` is the decoder weight when the checkpoint omits it: transformers ties the
     /// two and, from version 5 on, does not save the tied copy.
-    pub fn load(vb: VarBuilder, config: &Config, word_embeddings: &Tensor) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, word_embeddings: &Tensor) -> candle_core::Result<Self> {
         let (h, e, v) = (config.hidden_size, config.embedding_size(), config.vocab_size);
-        let transform = vb.pp("transform");
-        let dense = Linear::load(transform.pp("dense"), h, e, true, config)?;
-        let norm = Norm::load(transform.pp("LayerNorm"), e, config)?;
         let decoder_vb = vb.pp("decoder");
         let weight = if decoder_vb.contains_tensor("weight") {
             decoder_vb.get((v, e), "weight")?
         } else {
             word_embeddings.clone()
         };
+        if config.norm_type() == NormType::RmsNorm {
+            return Ok(Self { transform: None, decoder: Linear::from_weights(weight, None) });
+        }
+        let transform = vb.pp("transform");
+        let dense = Linear::load(transform.pp("dense"), h, e, true, config)?;
+        let norm = Norm::load(transform.pp("LayerNorm"), e, config)?;
         // The decoder bias is tied to `cls.predictions.bias`; files carry one or both.
         let bias = if decoder_vb.contains_tensor("bias") {
             decoder_vb.get(v, "bias")?
         } else {
             vb.get_with_hints(v, "bias", Init::Const(0.0))?
         };
-        let decoder = Linear::from_weights(weight, Some(bias));
-        Ok(Self { dense, activation: config.hidden_act, norm, decoder })
-    }
-
-    pub fn forward(&self, sequence_output: &Tensor) -> Result<Tensor> {
-        let xs = self.activation.forward(&self.dense.forward(sequence_output)?)?;
-        self.decoder.forward(&self.norm.forward(&xs)?)
+        Ok(Self {
+            transform: Some((dense, config.hidden_act, norm)),
+            decoder: Linear::from_weights(weight, Some(bias)),
+        })
     }
 }
 
-/// Masked language modelling (`RoFormerForMaskedLM`); with `is_decoder` set in the config the
-/// mask is causal, which makes it `RoFormerForCausalLM`.
+impl Module for MaskedLmHead {
+    fn forward(&self, sequence_output: &Tensor) -> candle_core::Result<Tensor> {
+        match &self.transform {
+            Some((dense, activation, norm)) => {
+                let xs = activation.forward(&dense.forward(sequence_output)?)?;
+                self.decoder.forward(&norm.forward(&xs)?)
+            }
+            None => self.decoder.forward(sequence_output),
+        }
+    }
+}
+
+/// Masked language modelling (`RoFormerForMaskedLM`): bidirectional attention.
 #[derive(Debug)]
 pub struct RoFormerForMaskedLM {
-    pub roformer: RoFormerModel,
-    pub cls: MaskedLmHead,
+    roformer: RoFormerModel,
+    cls: MaskedLmHead,
 }
 
 impl RoFormerForMaskedLM {
+    /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let roformer = RoFormerModel::load(vb.pp("roformer"), config)?;
-        let cls =
-            MaskedLmHead::load(vb.pp("cls.predictions"), config, roformer.embeddings().word_embeddings())?;
+        let cls = MaskedLmHead::load(vb.pp("cls.predictions"), config, roformer.word_embeddings())?;
         Ok(Self { roformer, cls })
+    }
+
+    /// The encoder under the head.
+    pub fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
     }
 
     /// Prediction scores, (batch, seq, vocab_size).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        self.forward_t(inputs, false)
+        Ok(self.cls.forward(&self.roformer.forward(inputs)?)?)
+    }
+}
+
+/// Causal language modelling (`RoFormerForCausalLM`): the masked-LM head under a causal mask.
+#[derive(Debug)]
+pub struct RoFormerForCausalLM {
+    roformer: RoFormerModel,
+    cls: MaskedLmHead,
+}
+
+impl RoFormerForCausalLM {
+    /// Builds the model from the weights under `vb`, a checkpoint's root.
+    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        let RoFormerForMaskedLM { roformer, cls } = RoFormerForMaskedLM::load(vb, config)?;
+        Ok(Self { roformer, cls })
     }
 
-    pub fn forward_t(&self, inputs: Inputs, train: bool) -> Result<Tensor> {
-        self.cls.forward(&self.roformer.forward_t(inputs, train)?)
+    /// The encoder under the head.
+    pub fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
+    /// Next-token scores, (batch, seq, vocab_size).
+    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
+        Ok(self.cls.forward(&self.roformer.run(inputs, true, None, None)?)?)
     }
 }
 
 /// Extractive question answering (`RoFormerForQuestionAnswering`).
 #[derive(Debug)]
 pub struct RoFormerForQuestionAnswering {
-    pub roformer: RoFormerModel,
+    roformer: RoFormerModel,
     qa_outputs: Linear,
 }
 
 impl RoFormerForQuestionAnswering {
+    /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         Ok(Self {
             roformer: RoFormerModel::load(vb.pp("roformer"), config)?,
             qa_outputs: Linear::load(vb.pp("qa_outputs"), config.hidden_size, 2, true, config)?,
         })
+    }
+
+    /// The encoder under the head.
+    pub fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
     }
 
     /// Start and end logits, each (batch, seq).
@@ -176,7 +235,7 @@ impl RoFormerForQuestionAnswering {
 /// `sequence_summary` (the last token unless `summary_type` says otherwise) and scored.
 #[derive(Debug)]
 pub struct RoFormerForMultipleChoice {
-    pub roformer: RoFormerModel,
+    roformer: RoFormerModel,
     summary_type: SummaryType,
     summary: Option<Linear>,
     summary_activation: Option<Activation>,
@@ -184,6 +243,7 @@ pub struct RoFormerForMultipleChoice {
 }
 
 impl RoFormerForMultipleChoice {
+    /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let h = config.hidden_size;
         let summary = if config.summary_use_proj.unwrap_or(false) {
@@ -192,22 +252,28 @@ impl RoFormerForMultipleChoice {
         } else {
             None
         };
-        let summary_activation = match config.summary_activation.as_deref() {
-            None => None,
-            Some(name) => Some(name.parse::<Activation>().map_err(candle_core::Error::msg)?),
-        };
         Ok(Self {
             roformer: RoFormerModel::load(vb.pp("roformer"), config)?,
             summary_type: config.summary_type.unwrap_or_default(),
             summary,
-            summary_activation,
+            summary_activation: config.summary_activation,
             classifier: Linear::load(vb.pp("classifier"), h, 1, true, config)?,
         })
     }
 
+    /// The encoder under the head.
+    pub fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
     /// `input_ids` etc. are (batch, num_choices, seq); the result is (batch, num_choices).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        let (batch, choices, seq) = inputs.input_ids.dims3()?;
+        let (batch, choices, seq) = inputs.input_ids.dims3().map_err(|_| {
+            crate::Error::Input(format!(
+                "input_ids has shape {:?}, expected (batch, num_choices, seq)",
+                inputs.input_ids.dims()
+            ))
+        })?;
         let flat = |t: &Tensor| t.reshape((batch * choices, seq));
         let ids = flat(inputs.input_ids)?;
         let types = inputs.token_type_ids.map(flat).transpose()?;
@@ -230,6 +296,6 @@ impl RoFormerForMultipleChoice {
             Some(act) => act.forward(&pooled)?,
             None => pooled,
         };
-        self.classifier.forward(&pooled)?.reshape((batch, choices))
+        Ok(self.classifier.forward(&pooled)?.reshape((batch, choices))?)
     }
 }

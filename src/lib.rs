@@ -1,52 +1,67 @@
 //! RoFormer (Su et al. 2021, "Enhanced Transformer with Rotary Position Embedding") for Candle.
 //!
-//! A map of the crate:
-//! - [`config`]: `config.json` with transformers' defaults and junnyu's extra keys;
-//! - [`rotary`]: the rotary position embedding and its cached sin/cos tables;
-//! - [`embeddings`], [`attention`], [`encoder`], [`model`]: the encoder, component by component;
-//! - [`heads`]: every task head transformers has for RoFormer;
-//! - [`loading`]: checkpoint folders (safetensors, sharded safetensors, `pytorch_model.bin`).
+//! Three lines classify text, from a folder or a Hugging Face Hub id:
 //!
 //! ```no_run
-//! use candle_core::{DType, Device, Tensor};
-//! use roformer::{Inputs, RoFormerForSequenceClassification};
-//!
 //! # fn main() -> roformer::Result<()> {
-//! let device = Device::Cpu;
-//! let model: RoFormerForSequenceClassification = roformer::load_dir("path/to/checkpoint", DType::F32, &device)?;
-//! let input_ids = Tensor::new(&[[101u32, 2769, 4263, 102]], &device)?;
-//! let logits = model.forward(Inputs::new(&input_ids))?;
-//! println!("{logits}");
+//! let classifier = roformer::TextClassifier::from_pretrained("models/roformer-sst2")?;
+//! let predictions = classifier.classify(&["a gorgeous , witty movie .", "a chore ."])?;
+//! println!("{} {:.3}", predictions[0].label, predictions[0].score);
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A map of the crate:
+//! - pipelines, for most users: [`TextClassifier`], [`SentenceEncoder`], [`FillMask`], set up
+//!   with [`PipelineOptions`] (device, dtype, batching, pooling, [`HubOptions`]);
+//! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
+//!   and a `VarBuilder`, or loaded with [`load_dir`] / [`Checkpoint`] (safetensors, shards,
+//!   `pytorch_model.bin`), run on [`Inputs`];
+//! - [`Tokenizer`]: the ids transformers gives, jieba included for the word-level Chinese vocab;
+//! - [`training`]: fine-tuning a sequence classifier on Candle's autograd;
+//! - [`Error`] / [`Result`]: every failure names the file, tensor, field or line at fault.
+//!
+//! Inside, one file per component: `embeddings`, `attention` (with `rotary`), `encoder`,
+//! `model`, `heads`, built from `layers` and `ops`; `checkpoint` and `hub` load them.
 
-pub mod activation;
-pub mod attention;
-pub mod config;
-pub mod embeddings;
-pub mod encoder;
-pub mod error;
-pub mod glue;
-pub mod heads;
-pub mod hub;
-pub mod loading;
-pub mod model;
-pub mod nn;
-pub mod ops;
-pub mod pipelines;
-pub mod rotary;
-pub mod tokenizer;
+#![warn(missing_docs)]
+
+mod activation;
+mod attention;
+mod batching;
+mod checkpoint;
+mod config;
+mod embeddings;
+mod encoder;
+mod error;
+mod heads;
+mod hub;
+mod layers;
+mod model;
+mod ops;
+mod pass;
+mod pipelines;
+mod rotary;
+mod tokenizer;
 pub mod training;
 
 pub use activation::Activation;
-pub use config::{Config, NormType, ProblemType};
-pub use error::{Error, Result};
+pub use checkpoint::{load_dir, Checkpoint, Load};
+pub use config::{Config, NormType, ProblemType, SummaryType};
+pub use error::{BoxError, Error, Result};
 pub use heads::{
-    RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
+    RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
     RoFormerForSequenceClassification, RoFormerForTokenClassification,
 };
-pub use loading::{load_dir, Checkpoint, Load};
-pub use model::{Inputs, RoFormerModel};
-pub use rotary::RotaryEmbedding;
+pub use hub::HubOptions;
+pub use model::{Inputs, Pooler, RoFormerModel};
+pub use pipelines::{
+    cosine_similarity, Classification, FillMask, MaskCandidate, PipelineOptions, Pooling, SentenceEncoder,
+    TextClassifier,
+};
 pub use tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
+
+/// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,14 +1,15 @@
 //! `RoFormerModel`: embeddings, optional projection, the encoder, and junnyu's optional pooler.
 
-use candle_core::{DType, Device, Result, Tensor, D};
+use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::activation::Activation;
-use crate::attention::RotaryTables;
 use crate::config::Config;
 use crate::embeddings::Embeddings;
 use crate::encoder::Encoder;
-use crate::nn::Linear;
+use crate::error::{Error, Result};
+use crate::layers::{DropoutRng, Linear};
+use crate::pass::Pass;
 use crate::rotary::RotaryEmbedding;
 
 /// The inputs of one forward pass, as transformers names them.
@@ -23,22 +24,25 @@ pub struct Inputs<'a> {
 }
 
 impl<'a> Inputs<'a> {
+    /// Token ids alone: one segment, no padding.
     pub fn new(input_ids: &'a Tensor) -> Self {
         Self { input_ids, token_type_ids: None, attention_mask: None }
     }
 
+    /// Adds segment ids.
     pub fn with_token_type_ids(mut self, token_type_ids: &'a Tensor) -> Self {
         self.token_type_ids = Some(token_type_ids);
         self
     }
 
+    /// Adds the padding mask.
     pub fn with_attention_mask(mut self, attention_mask: &'a Tensor) -> Self {
         self.attention_mask = Some(attention_mask);
         self
     }
 }
 
-/// The `roformer.pooler` of junnyu's sim checkpoints: a dense layer on [CLS].
+/// The `roformer.pooler` of junnyu's sim checkpoints: a dense layer and an activation on `[CLS]`.
 #[derive(Debug, Clone)]
 pub struct Pooler {
     dense: Linear,
@@ -46,21 +50,28 @@ pub struct Pooler {
 }
 
 impl Pooler {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
             dense: Linear::load(vb.pp("dense"), h, h, true, config)?,
             activation: config.pooler_activation(),
         })
     }
+}
 
-    pub fn forward(&self, sequence_output: &Tensor) -> Result<Tensor> {
+impl Module for Pooler {
+    /// (batch, seq, hidden) last hidden state -> (batch, hidden).
+    fn forward(&self, sequence_output: &Tensor) -> candle_core::Result<Tensor> {
         let cls = sequence_output.narrow(1, 0, 1)?.squeeze(1)?;
         self.activation.forward(&self.dense.forward(&cls)?)
     }
 }
 
 /// The bare RoFormer encoder (transformers' `RoFormerModel`).
+///
+/// Attention is bidirectional whatever the config's `is_decoder` says: the causal mask belongs to
+/// [`crate::RoFormerForCausalLM`], and junnyu's sim checkpoints, whose configs set `is_decoder`,
+/// encode sentences bidirectionally.
 #[derive(Debug)]
 pub struct RoFormerModel {
     embeddings: Embeddings,
@@ -69,14 +80,16 @@ pub struct RoFormerModel {
     pooler: Option<Pooler>,
     rotary: RotaryEmbedding,
     config: Config,
-    device: Device,
-    dtype: DType,
 }
 
 impl RoFormerModel {
-    /// Loads the weights under `vb`, which points at the `roformer` prefix of a task model or at
-    /// the root of a bare model (the checkpoint backend resolves either).
+    /// Builds the model from the weights under `vb`: the root of a bare-model checkpoint, or the
+    /// `roformer` prefix of a task model's.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        Ok(Self::load_inner(vb, config)?)
+    }
+
+    fn load_inner(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
         let embeddings = Embeddings::load(vb.pp("embeddings"), config)?;
         let embeddings_project = if config.embedding_size() != config.hidden_size {
             let (e, h) = (config.embedding_size(), config.hidden_size);
@@ -95,59 +108,61 @@ impl RoFormerModel {
             embeddings_project,
             encoder,
             pooler,
-            rotary: RotaryEmbedding::new(config.head_dim(), config.max_position_embeddings),
+            rotary: RotaryEmbedding::new(config.head_dim(), vb.dtype(), vb.device()),
             config: config.clone(),
-            device: vb.device().clone(),
-            dtype: vb.dtype(),
         })
     }
 
+    /// The configuration the model was built from.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// Where the weights live.
     pub fn device(&self) -> &Device {
-        &self.device
+        self.embeddings.word_embeddings().device()
     }
 
+    /// The dtype of the weights and of every hidden state.
     pub fn dtype(&self) -> DType {
-        self.dtype
+        self.embeddings.word_embeddings().dtype()
     }
 
-    pub fn embeddings(&self) -> &Embeddings {
-        &self.embeddings
-    }
-
-    pub fn rotary(&self) -> &RotaryEmbedding {
-        &self.rotary
-    }
-
+    /// junnyu's pooler, when the checkpoint carries `roformer.pooler.dense`.
     pub fn pooler(&self) -> Option<&Pooler> {
         self.pooler.as_ref()
     }
 
-    /// The last hidden state, (batch, seq, hidden).
-    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        self.forward_t(inputs, false)
+    pub(crate) fn word_embeddings(&self) -> &Tensor {
+        self.embeddings.word_embeddings()
     }
 
-    /// The last hidden state, with dropout active when `train` is set.
-    pub fn forward_t(&self, inputs: Inputs, train: bool) -> Result<Tensor> {
-        self.run(inputs, train, None)
+    /// The last hidden state, (batch, seq, hidden).
+    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
+        self.run(inputs, false, None, None)
     }
 
     /// Every hidden state: the embedding output and each layer's output (num_hidden_layers + 1).
     pub fn forward_hidden_states(&self, inputs: Inputs) -> Result<Vec<Tensor>> {
         let mut states = Vec::with_capacity(self.config.num_hidden_layers + 1);
-        self.run(inputs, false, Some(&mut states))?;
+        self.run(inputs, false, None, Some(&mut states))?;
         Ok(states)
     }
 
-    fn run(&self, inputs: Inputs, train: bool, hidden_states: Option<&mut Vec<Tensor>>) -> Result<Tensor> {
+    /// One forward pass: `causal` masks future tokens, `dropout` is set in training.
+    pub(crate) fn run(
+        &self,
+        inputs: Inputs,
+        causal: bool,
+        dropout: Option<&DropoutRng>,
+        hidden_states: Option<&mut Vec<Tensor>>,
+    ) -> Result<Tensor> {
         let input_ids = inputs.input_ids;
-        let (batch, seq_len) = input_ids.dims2()?;
-        if seq_len == 0 {
-            candle_core::bail!("input_ids has no tokens: sequence length 0")
+        let (batch, len) = input_ids.dims2().map_err(|_| {
+            Error::Input(format!("input_ids has shape {:?}, expected (batch, seq)", input_ids.dims()))
+        })?;
+        if batch == 0 || len == 0 {
+            return Err(Error::Input(format!("input_ids has shape {:?}: no tokens", input_ids.dims())));
         }
         let zeros;
         let token_type_ids = match inputs.token_type_ids {
@@ -157,71 +172,38 @@ impl RoFormerModel {
                 &zeros
             }
         };
-        check_same_shape("token_type_ids", token_type_ids, (batch, seq_len))?;
+        check_same_shape("token_type_ids", token_type_ids, (batch, len))?;
+        let keep = match inputs.attention_mask {
+            Some(mask) => {
+                check_same_shape("attention_mask", mask, (batch, len))?;
+                let mask = mask.to_dtype(DType::F32)?.to_device(self.device())?;
+                // An all-ones mask masks nothing: skip it.
+                if mask.min_all()?.to_scalar::<f32>()? == 1.0 {
+                    None
+                } else {
+                    Some(mask)
+                }
+            }
+            None => None,
+        };
+        let pass = Pass::new(batch, len, keep, causal, self.rotary.tables(len)?, dropout);
 
-        let xs = self.embeddings.forward(input_ids, token_type_ids, train)?;
+        let xs = self.embeddings.forward(input_ids, token_type_ids, &pass)?;
         let xs = match &self.embeddings_project {
             Some(project) => project.forward(&xs)?,
             None => xs,
         };
-        let mask = self.additive_mask(inputs.attention_mask, batch, seq_len)?;
-        let (cos, sin) = self.rotary.cos_sin(seq_len, self.dtype, &self.device)?;
-        self.encoder.forward(&xs, mask.as_ref(), &RotaryTables { cos, sin }, train, hidden_states)
-    }
-
-    /// The padding mask as an additive bias broadcasting to (batch, heads, query, key): 0 where
-    /// attention is allowed and the dtype's minimum elsewhere, as transformers' eager path does.
-    /// `None` when nothing is masked, which spares every layer the addition.
-    fn additive_mask(
-        &self,
-        attention_mask: Option<&Tensor>,
-        batch: usize,
-        seq_len: usize,
-    ) -> Result<Option<Tensor>> {
-        let min = match self.dtype {
-            DType::F16 => f64::from(half::f16::MIN),
-            DType::BF16 => f64::from(half::bf16::MIN),
-            DType::F64 => f64::MIN,
-            _ => f64::from(f32::MIN),
-        };
-        let keep = match attention_mask {
-            Some(m) => {
-                check_same_shape("attention_mask", m, (batch, seq_len))?;
-                let m = m.to_dtype(DType::F32)?.to_device(&self.device)?;
-                if !self.config.is_decoder && m.min_all()?.to_scalar::<f32>()? == 1.0 {
-                    return Ok(None);
-                }
-                m.reshape((batch, 1, 1, seq_len))?
-            }
-            None if !self.config.is_decoder => return Ok(None),
-            None => Tensor::ones((batch, 1, 1, seq_len), DType::F32, &self.device)?,
-        };
-        let keep = if self.config.is_decoder {
-            let causal: Vec<f32> = (0..seq_len)
-                .flat_map(|q| (0..seq_len).map(move |k| if k <= q { 1.0 } else { 0.0 }))
-                .collect();
-            let causal = Tensor::from_vec(causal, (1, 1, seq_len, seq_len), &self.device)?;
-            keep.broadcast_mul(&causal)?
-        } else {
-            keep
-        };
-        // 1 - keep is exactly 0 or 1, so the bias is exactly 0 or min.
-        Ok(Some(((keep.ones_like()? - keep)? * min)?.to_dtype(self.dtype)?))
-    }
-
-    /// Masked mean of the last hidden state over real tokens, (batch, hidden).
-    pub fn mean_pool(sequence_output: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
-        let Some(mask) = attention_mask else { return sequence_output.mean(1) };
-        let mask = mask.to_dtype(sequence_output.dtype())?.unsqueeze(D::Minus1)?;
-        let summed = sequence_output.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
-        summed.broadcast_div(&counts)
+        Ok(self.encoder.forward(&xs, &pass, hidden_states)?)
     }
 }
 
 fn check_same_shape(name: &str, t: &Tensor, expected: (usize, usize)) -> Result<()> {
     if t.dims() != [expected.0, expected.1] {
-        candle_core::bail!("{name} has shape {:?}, input_ids has {:?}", t.dims(), [expected.0, expected.1])
+        return Err(Error::Input(format!(
+            "{name} has shape {:?}, input_ids has {:?}",
+            t.dims(),
+            [expected.0, expected.1]
+        )));
     }
     Ok(())
 }

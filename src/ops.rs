@@ -5,7 +5,7 @@
 use candle_core::{DType, Result, Tensor, D};
 
 /// Softmax over the last dimension.
-pub fn softmax_last_dim(xs: &Tensor) -> Result<Tensor> {
+pub(crate) fn softmax_last_dim(xs: &Tensor) -> Result<Tensor> {
     if xs.track_op() {
         candle_nn::ops::softmax(xs, D::Minus1)
     } else {
@@ -14,7 +14,7 @@ pub fn softmax_last_dim(xs: &Tensor) -> Result<Tensor> {
 }
 
 /// Layer norm over the last dimension, with an optional affine part.
-pub fn layer_norm(xs: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Result<Tensor> {
+pub(crate) fn layer_norm(xs: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Result<Tensor> {
     if xs.track_op() || weight.track_op() || bias.track_op() {
         let x_dtype = xs.dtype();
         let xs = upcast(xs)?;
@@ -29,7 +29,7 @@ pub fn layer_norm(xs: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Resu
 }
 
 /// The weightless RMS norm of RoFormer v2: `x / sqrt(mean(x²) + eps)`.
-pub fn rms_norm(xs: &Tensor, eps: f64) -> Result<Tensor> {
+pub(crate) fn rms_norm(xs: &Tensor, eps: f64) -> Result<Tensor> {
     let x_dtype = xs.dtype();
     let xs = upcast(xs)?;
     let ms = xs.sqr()?.mean_keepdim(D::Minus1)?;
@@ -38,7 +38,7 @@ pub fn rms_norm(xs: &Tensor, eps: f64) -> Result<Tensor> {
 
 /// Rotates interleaved pairs `(x[2i], x[2i+1])` of `xs` (batch, heads, seq, head_dim) by the
 /// angles whose cos and sin are given as (seq, head_dim / 2) tables.
-pub fn rope_interleaved(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+pub(crate) fn rope_interleaved(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     if xs.track_op() {
         candle_nn::rotary_emb::rope_i_slow(xs, cos, sin)
     } else {
@@ -49,7 +49,7 @@ pub fn rope_interleaved(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tenso
 /// The exact (erf) GELU. Candle's CPU kernel computes erf with scalar libm code, which took a
 /// third of a forward pass on small models; f32 inference on the CPU uses a branch-free rational
 /// approximation instead (Eigen's, as vectorised by PyTorch: within 1e-6 of erf).
-pub fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
+pub(crate) fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
     if xs.track_op() || xs.dtype() != DType::F32 || !xs.device().is_cpu() {
         return xs.gelu_erf();
     }
@@ -84,7 +84,7 @@ impl candle_core::CustomOp1 for FastGeluErf {
 
 /// erf(x) as a ratio of odd and even polynomials on [-4, 4] (Eigen's `generic_fast_erf_float`).
 #[inline]
-pub fn erf_f32(x: f32) -> f32 {
+pub(crate) fn erf_f32(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
     let mut p = -2.726_142_3e-10_f32;

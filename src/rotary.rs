@@ -1,87 +1,76 @@
 //! Rotary position embedding (RoPE) as RoFormer applies it: interleaved pairs, θ_i = 10000^(-2i/d).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use candle_core::{DType, Device, Result, Tensor};
 
-/// Sin/cos tables for one dtype and device, covering positions `0..len`.
+/// Cos and sin for positions `0..len`, each (len, head_dim / 2), in the model's dtype and device.
 #[derive(Debug, Clone)]
-struct Tables {
-    dtype: DType,
-    device: Device,
-    len: usize,
-    /// (len, head_dim / 2) each: together the head_dim-wide `[sin | cos]` table of transformers.
-    sin: Tensor,
-    cos: Tensor,
+pub(crate) struct RotaryTables {
+    pub cos: Tensor,
+    pub sin: Tensor,
 }
 
-/// Rotary embedding of one model, shared by all its attention layers.
+/// The rotary embedding of one model, shared by all its attention layers.
 ///
-/// Tables are built once, in f64 and then cast (tables computed in f32 drift by up to 7e-5 at
-/// long positions), and cached: a forward at the same or a shorter length reuses them and a
-/// longer one grows them. Lengths beyond `max_position_embeddings` are fine, since the
-/// table is computed, not learned.
+/// Tables are computed in f64 and then cast (tables computed in f32 drift by up to 7e-5 at long
+/// positions). One slot holds the tables of the longest input seen so far: a forward at the same
+/// or a shorter length reuses them, a longer one rebuilds them for its own length. Lengths beyond
+/// `max_position_embeddings` are fine, since the table is computed, not learned.
 #[derive(Debug)]
-pub struct RotaryEmbedding {
+pub(crate) struct RotaryEmbedding {
     head_dim: usize,
-    initial_len: usize,
-    cache: Mutex<Vec<Tables>>,
-    builds: AtomicUsize,
+    dtype: DType,
+    device: Device,
+    slot: Mutex<Option<RotaryTables>>,
+    #[cfg(test)]
+    builds: std::sync::atomic::AtomicUsize,
 }
 
 impl RotaryEmbedding {
-    pub fn new(head_dim: usize, max_position_embeddings: usize) -> Self {
+    pub fn new(head_dim: usize, dtype: DType, device: &Device) -> Self {
         Self {
             head_dim,
-            initial_len: max_position_embeddings,
-            cache: Mutex::new(Vec::new()),
-            builds: AtomicUsize::new(0),
+            dtype,
+            device: device.clone(),
+            slot: Mutex::new(None),
+            #[cfg(test)]
+            builds: Default::default(),
         }
     }
 
-    /// How many times a table has been computed: stays put while forwards reuse the cache.
-    pub fn table_builds(&self) -> usize {
-        self.builds.load(Ordering::Relaxed)
-    }
-
-    /// Cos and sin, each (seq_len, head_dim / 2), in `dtype` on `device`.
-    pub fn cos_sin(&self, seq_len: usize, dtype: DType, device: &Device) -> Result<(Tensor, Tensor)> {
-        let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let slot = cache.iter().position(|t| t.dtype == dtype && t.device.same_device(device));
-        let tables = match slot {
-            Some(i) if cache[i].len >= seq_len => &cache[i],
-            _ => {
-                let tables = self.build(seq_len.max(self.initial_len), dtype, device)?;
-                match slot {
-                    Some(i) => {
-                        cache[i] = tables;
-                        &cache[i]
-                    }
-                    None => {
-                        cache.push(tables);
-                        cache.last().expect("just pushed")
-                    }
-                }
-            }
+    /// The tables for positions `0..len`.
+    pub fn tables(&self, len: usize) -> Result<RotaryTables> {
+        let mut slot = self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let cached = slot.as_ref().filter(|t| t.cos.dim(0).is_ok_and(|n| n >= len));
+        let tables = match cached {
+            Some(tables) => tables,
+            None => slot.insert(self.build(len)?),
         };
         // Narrowing the leading dimension keeps the tables contiguous, as `rope_i` requires.
-        Ok((tables.cos.narrow(0, 0, seq_len)?, tables.sin.narrow(0, 0, seq_len)?))
+        Ok(RotaryTables { cos: tables.cos.narrow(0, 0, len)?, sin: tables.sin.narrow(0, 0, len)? })
     }
 
-    fn build(&self, len: usize, dtype: DType, device: &Device) -> Result<Tables> {
-        self.builds.fetch_add(1, Ordering::Relaxed);
+    fn build(&self, len: usize) -> Result<RotaryTables> {
+        #[cfg(test)]
+        self.builds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (sin, cos) = sin_cos_table(len, self.head_dim);
         let half = self.head_dim / 2;
-        let to_tensor =
-            |v: Vec<f64>| Tensor::from_vec(v, (len, half), &Device::Cpu)?.to_dtype(dtype)?.to_device(device);
-        Ok(Tables { dtype, device: device.clone(), len, sin: to_tensor(sin)?, cos: to_tensor(cos)? })
+        let to_tensor = |v: Vec<f64>| {
+            Tensor::from_vec(v, (len, half), &Device::Cpu)?.to_dtype(self.dtype)?.to_device(&self.device)
+        };
+        Ok(RotaryTables { cos: to_tensor(cos)?, sin: to_tensor(sin)? })
+    }
+
+    #[cfg(test)]
+    pub fn builds(&self) -> usize {
+        self.builds.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
 /// The sin and cos of `pos / 10000^(2i / head_dim)` for `pos < len`, `i < head_dim / 2`, row-major,
 /// computed exactly as transformers' `RoFormerSinusoidalPositionalEmbedding` does (in f64).
-pub fn sin_cos_table(len: usize, head_dim: usize) -> (Vec<f64>, Vec<f64>) {
+fn sin_cos_table(len: usize, head_dim: usize) -> (Vec<f64>, Vec<f64>) {
     let half = head_dim / 2;
     let mut sin = Vec::with_capacity(len * half);
     let mut cos = Vec::with_capacity(len * half);
@@ -96,6 +85,49 @@ pub fn sin_cos_table(len: usize, head_dim: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// Applies the rotation to `xs` (batch, heads, seq, head_dim).
-pub fn apply(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    crate::ops::rope_interleaved(xs, cos, sin)
+pub(crate) fn apply(xs: &Tensor, tables: &RotaryTables) -> Result<Tensor> {
+    crate::ops::rope_interleaved(xs, &tables.cos, &tables.sin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models").join(name)
+    }
+
+    #[test]
+    fn table_matches_the_one_transformers_saved() {
+        // transformers stores its sinusoidal table ([sin | cos], head_dim wide) as
+        // `encoder.embed_positions.weight`; ours is computed the same way, in f64 then cast.
+        let weights = candle_core::safetensors::load(fixture("base").join("model.safetensors"), &Device::Cpu)
+            .expect("fixture");
+        let saved = &weights["encoder.embed_positions.weight"];
+        let (len, dim) = saved.dims2().unwrap();
+        let rotary = RotaryEmbedding::new(dim, DType::F32, &Device::Cpu);
+        let tables = rotary.tables(len).unwrap();
+        let ours = Tensor::cat(&[tables.sin, tables.cos], 1).unwrap();
+        assert_eq!(ours.to_vec2::<f32>().unwrap(), saved.to_vec2::<f32>().unwrap(), "tables differ");
+    }
+
+    #[test]
+    fn tables_are_built_for_the_length_in_use_and_reused() {
+        let rotary = RotaryEmbedding::new(16, DType::F32, &Device::Cpu);
+        assert_eq!(rotary.builds(), 0);
+        assert_eq!(rotary.tables(20).unwrap().cos.dims(), [20, 8]);
+        assert_eq!(rotary.builds(), 1);
+        // The same length again, then a shorter one: no trigonometry.
+        rotary.tables(20).unwrap();
+        assert_eq!(rotary.tables(3).unwrap().sin.dims(), [3, 8]);
+        assert_eq!(rotary.builds(), 1);
+        // A longer input grows the table once, for its own length, and is then reused.
+        rotary.tables(1000).unwrap();
+        rotary.tables(999).unwrap();
+        assert_eq!(rotary.builds(), 2);
+        // A short table cut from a long one equals a table built for the short length.
+        let short = RotaryEmbedding::new(16, DType::F32, &Device::Cpu).tables(7).unwrap();
+        let cut = rotary.tables(7).unwrap();
+        assert_eq!(short.cos.to_vec2::<f32>().unwrap(), cut.cos.to_vec2::<f32>().unwrap());
+    }
 }

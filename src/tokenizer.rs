@@ -39,13 +39,14 @@ pub enum TokenizerKind {
 
 /// How a pair is truncated to `max_length`, as transformers' `truncation=` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TruncationStrategy_ {
+pub enum Truncation {
+    /// Drop tokens from the longer text first.
     LongestFirst,
+    /// Drop tokens from the first text only.
     OnlyFirst,
+    /// Drop tokens from the second text only.
     OnlySecond,
 }
-
-pub use TruncationStrategy_ as Truncation;
 
 /// Padding of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +60,11 @@ pub enum Padding {
 /// One encoded text or pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
+    /// Token ids.
     pub input_ids: Vec<u32>,
+    /// Segment ids: 0 for the first text, 1 for the second.
     pub token_type_ids: Vec<u32>,
+    /// 1 for tokens, 0 for padding.
     pub attention_mask: Vec<u32>,
     /// Character (not byte) offsets into the original text of each token; (0, 0) for special and
     /// padding tokens. For a pair, offsets of the second text's tokens point into the second text.
@@ -80,10 +84,12 @@ impl Encoded {
         }
     }
 
+    /// Tokens, special and padding tokens included.
     pub fn len(&self) -> usize {
         self.input_ids.len()
     }
 
+    /// Whether there are no tokens at all.
     pub fn is_empty(&self) -> bool {
         self.input_ids.is_empty()
     }
@@ -91,7 +97,7 @@ impl Encoded {
 
 /// Names of the special tokens, from tokenizer_config.json or BERT's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpecialTokens {
+pub(crate) struct SpecialTokens {
     pub unk: String,
     pub cls: String,
     pub sep: String,
@@ -113,7 +119,7 @@ impl Default for SpecialTokens {
 
 /// The settings of tokenizer_config.json that change ids.
 #[derive(Debug, Clone)]
-pub struct TokenizerOptions {
+pub(crate) struct TokenizerOptions {
     pub kind: TokenizerKind,
     pub do_lower_case: bool,
     /// `None` follows `do_lower_case`, as in BERT.
@@ -218,7 +224,8 @@ impl Tokenizer {
     }
 
     /// Builds a tokenizer from a `vocab.txt` file.
-    pub fn from_vocab_file(path: impl AsRef<Path>, options: TokenizerOptions) -> Result<Self> {
+    #[allow(dead_code)]
+    pub(crate) fn from_vocab_file(path: impl AsRef<Path>, options: TokenizerOptions) -> Result<Self> {
         let path = path.as_ref();
         Self::from_vocab(read_vocab(path)?, path, options)
     }
@@ -259,7 +266,7 @@ impl Tokenizer {
             PreTok::Standard(PreTokenizerWrapper::BertPreTokenizer(BertPreTokenizer))
         };
         let mut inner = Inner::new(ModelWrapper::WordPiece(model));
-        let tk = |e: tokenizers::Error| Error::Tokenizer(e.to_string());
+        let tk = |e: tokenizers::Error| Error::from_tokenizers(e);
         inner.with_normalizer(Some(NormalizerWrapper::BertNormalizer(normalizer))).map_err(tk)?;
         inner
             .with_pre_tokenizer(Some(pre_tokenizer))
@@ -316,7 +323,7 @@ impl Tokenizer {
         Ok(tokenizer)
     }
 
-    /// `[CLS] A [SEP]` and `[CLS] A [SEP] B [SEP]`, the second segment typed 1 unless
+    /// `[CLS] A `[SEP]`` and `[CLS] A `[SEP]` B `[SEP]``, the second segment typed 1 unless
     /// [`Tokenizer::set_zero_segment_ids`] asked for all zeros.
     fn set_template(&mut self) -> Result<()> {
         let (cls, sep) = (&self.special.cls, &self.special.sep);
@@ -324,10 +331,10 @@ impl Tokenizer {
         let template = TemplateProcessing::builder()
             .try_single(format!("{cls}:0 $A:0 {sep}:0"))
             .and_then(|t| t.try_pair(format!("{cls}:0 $A:0 {sep}:0 $B:{b} {sep}:{b}")))
-            .map_err(|e| Error::Tokenizer(e.to_string()))?
+            .map_err(|e| Error::from_tokenizers(e.into()))?
             .special_tokens(vec![(cls.clone(), self.token_id(cls)?), (sep.clone(), self.token_id(sep)?)])
             .build()
-            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+            .map_err(|e| Error::from_tokenizers(Box::new(e)))?;
         self.inner.with_post_processor(Some(PostProcessorWrapper::Template(template)));
         Ok(())
     }
@@ -364,14 +371,21 @@ impl Tokenizer {
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))
     }
 
+    /// jieba or plain WordPiece.
     pub fn kind(&self) -> TokenizerKind {
         self.kind
     }
 
-    pub fn special_tokens(&self) -> &SpecialTokens {
+    pub(crate) fn special_tokens(&self) -> &SpecialTokens {
         &self.special
     }
 
+    /// The mask token (`[MASK]`) that fill-mask inputs hold.
+    pub fn mask_token(&self) -> &str {
+        &self.special.mask
+    }
+
+    /// Tokens in the vocabulary, added tokens included.
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
     }
@@ -382,16 +396,19 @@ impl Tokenizer {
         self.model_max_length
     }
 
+    /// The id of a token, or an error naming it.
     pub fn token_id(&self, token: &str) -> Result<u32> {
         self.inner
             .token_to_id(token)
-            .ok_or_else(|| Error::Tokenizer(format!("`{token}` is not in the vocabulary")))
+            .ok_or_else(|| Error::tokenizer(format!("`{token}` is not in the vocabulary")))
     }
 
+    /// The token of an id, if the vocabulary has one.
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)
     }
 
+    /// The id of `[PAD]`.
     pub fn pad_id(&self) -> u32 {
         self.inner.token_to_id(&self.special.pad).unwrap_or(0)
     }
@@ -403,7 +420,7 @@ impl Tokenizer {
             None => None,
             Some(strategy) => {
                 let max_length = max_length.or(self.model_max_length).ok_or_else(|| {
-                    Error::Tokenizer("truncation needs a max_length: the checkpoint gives none".into())
+                    Error::tokenizer("truncation needs a max_length: the checkpoint gives none")
                 })?;
                 Some(TruncationParams {
                     max_length,
@@ -420,7 +437,7 @@ impl Tokenizer {
         if let Some(p) = &params {
             let specials = self.inner.get_post_processor().map_or(0, |pp| pp.added_tokens(true));
             if p.max_length <= specials {
-                return Err(Error::Tokenizer(format!(
+                return Err(Error::tokenizer(format!(
                     "max_length {} leaves no room beside the {specials} special tokens of a pair",
                     p.max_length
                 )));
@@ -430,6 +447,7 @@ impl Tokenizer {
         Ok(())
     }
 
+    /// Pads batches as `padding` says; `None` turns padding off.
     pub fn set_padding(&mut self, padding: Option<Padding>) {
         let params = padding.map(|p| PaddingParams {
             strategy: match p {
@@ -451,28 +469,33 @@ impl Tokenizer {
         self.set_template()
     }
 
+    /// Encodes one text with its special tokens, truncated as [`Tokenizer::set_truncation`] says.
     pub fn encode(&self, text: &str) -> Result<Encoded> {
         Ok(self.encode_all(&[text], None)?.remove(0))
     }
 
+    /// Encodes a pair as `[CLS] first [SEP] second [SEP]`.
     pub fn encode_pair(&self, first: &str, second: &str) -> Result<Encoded> {
         Ok(self.encode_all(&[first], Some(&[second]))?.remove(0))
     }
 
     /// Encodes a batch in parallel, padded as [`Tokenizer::set_padding`] says.
-    pub fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Encoded>> {
-        self.encode_all(texts, None)
+    pub fn encode_batch<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Encoded>> {
+        let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
+        self.encode_all(&texts, None)
     }
 
-    pub fn encode_pair_batch(&self, pairs: &[(&str, &str)]) -> Result<Vec<Encoded>> {
-        let (firsts, seconds): (Vec<&str>, Vec<&str>) = pairs.iter().copied().unzip();
+    /// Encodes a batch of pairs, padded as [`Tokenizer::set_padding`] says.
+    pub fn encode_pair_batch<A: AsRef<str>, B: AsRef<str>>(&self, pairs: &[(A, B)]) -> Result<Vec<Encoded>> {
+        let (firsts, seconds): (Vec<&str>, Vec<&str>) =
+            pairs.iter().map(|(a, b)| (a.as_ref(), b.as_ref())).unzip();
         self.encode_all(&firsts, Some(&seconds))
     }
 
     /// Tokenizes every text, then truncates, adds special tokens and pads, in transformers' order.
     /// A pair whose second text is empty is encoded as a single text, as transformers does.
     fn encode_all(&self, firsts: &[&str], seconds: Option<&[&str]>) -> Result<Vec<Encoded>> {
-        let tk = |e: tokenizers::Error| Error::Tokenizer(e.to_string());
+        let tk = |e: tokenizers::Error| Error::from_tokenizers(e);
         let plain = |texts: Vec<&str>| {
             let inputs: Vec<tokenizers::EncodeInput> = texts.into_iter().map(Into::into).collect();
             self.inner.encode_batch_char_offsets(inputs, false).map_err(tk)
@@ -508,12 +531,12 @@ impl Tokenizer {
 
     /// The tokens of a text, without special tokens.
     pub fn tokenize(&self, text: &str) -> Result<Vec<String>> {
-        let e = self.inner.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let e = self.inner.encode(text, false).map_err(Error::from_tokenizers)?;
         Ok(e.get_tokens().to_vec())
     }
 
     /// Turns ids back into text, joining WordPiece continuations. Skipping special tokens drops
-    /// [CLS], [SEP], [PAD] and [MASK] and keeps [UNK], as transformers does.
+    /// `[CLS]`, `[SEP]`, `[PAD]` and `[MASK]` and keeps `[UNK]`, as transformers does.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         let skipped: Vec<u32> = if skip_special_tokens {
             let s = &self.special;
@@ -522,7 +545,7 @@ impl Tokenizer {
             Vec::new()
         };
         let kept: Vec<u32> = ids.iter().copied().filter(|id| !skipped.contains(id)).collect();
-        self.inner.decode(&kept, false).map_err(|e| Error::Tokenizer(e.to_string()))
+        self.inner.decode(&kept, false).map_err(Error::from_tokenizers)
     }
 }
 
@@ -614,7 +637,7 @@ fn split_cjk_and_whitespace(word: &str) -> Vec<&str> {
 }
 
 /// The CJK Unified Ideograph blocks BERT spaces out (its `_is_chinese_char`).
-pub fn is_cjk(c: char) -> bool {
+fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F
         | 0x2B740..=0x2B81F | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
@@ -722,7 +745,7 @@ pub fn train_wordpiece<'a>(
     use tokenizers::models::wordpiece::WordPieceTrainer;
     use tokenizers::models::TrainerWrapper;
     let dir = dir.as_ref();
-    let tk = |e: tokenizers::Error| Error::Tokenizer(e.to_string());
+    let tk = |e: tokenizers::Error| Error::from_tokenizers(e);
     let special = SpecialTokens::default();
     let specials: Vec<AddedToken> = [&special.pad, &special.unk, &special.cls, &special.sep, &special.mask]
         .into_iter()

@@ -1,8 +1,28 @@
-//! Flags the examples share, and what they give. Each example uses part of this module.
+//! What the examples share: their flags, the GLUE plumbing, and how they report errors. Each
+//! example uses part of this module.
 #![allow(dead_code)]
 
-use roformer::glue::{Column, Columns, Task};
-use roformer::pipelines::{parse_device, parse_dtype, PipelineOptions};
+pub mod glue;
+pub mod metrics;
+pub mod tsv;
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use roformer::PipelineOptions;
+
+use glue::{Column, Columns, Task};
+
+/// Runs an example's body and reports its error once, cause chain included, with exit code 1.
+pub fn main_with(run: impl FnOnce() -> Result<()>) -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Which columns of a GLUE-format TSV hold the texts and labels.
 #[derive(clap::Args)]
@@ -28,6 +48,7 @@ impl ColumnArgs {
     }
 }
 
+/// How the pipeline runs: the flags of every inference example.
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// Hub revision: branch, tag, commit or refs/pr/N.
@@ -48,13 +69,49 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    pub fn options(&self) -> roformer::Result<PipelineOptions> {
-        Ok(PipelineOptions {
-            device: parse_device(&self.device)?,
-            dtype: parse_dtype(&self.dtype)?,
-            batch_size: self.batch_size,
-            max_length: self.max_length,
-            revision: self.revision.clone(),
-        })
+    pub fn options(&self) -> Result<PipelineOptions> {
+        let mut options = PipelineOptions::default()
+            .with_device(parse_device(&self.device)?)
+            .with_dtype(parse_dtype(&self.dtype)?)
+            .with_batch_size(self.batch_size);
+        if let Some(n) = self.max_length {
+            options = options.with_max_length(n);
+        }
+        if let Some(revision) = &self.revision {
+            options = options.with_revision(revision);
+        }
+        Ok(options)
     }
+}
+
+/// Parses `cpu`, `cuda`, `cuda:N`, `metal`, `metal:N` or `auto` (CUDA, then Metal, then CPU).
+pub fn parse_device(spec: &str) -> Result<candle_core::Device> {
+    use candle_core::Device;
+    let (kind, ordinal) = match spec.split_once(':') {
+        Some((k, n)) => match n.parse::<usize>() {
+            Ok(n) => (k, n),
+            Err(_) => bail!("device `{spec}`: `{n}` is not an ordinal"),
+        },
+        None => (spec, 0),
+    };
+    Ok(match kind {
+        "cpu" => Device::Cpu,
+        "cuda" => Device::new_cuda(ordinal)?,
+        "metal" => Device::new_metal(ordinal)?,
+        "auto" if candle_core::utils::cuda_is_available() => Device::new_cuda(0)?,
+        "auto" if candle_core::utils::metal_is_available() => Device::new_metal(0)?,
+        "auto" => Device::Cpu,
+        _ => bail!("unknown device `{spec}` (cpu, cuda:N, metal or auto)"),
+    })
+}
+
+/// Parses `f32`, `f16` or `bf16`.
+pub fn parse_dtype(spec: &str) -> Result<candle_core::DType> {
+    use candle_core::DType;
+    Ok(match spec {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        _ => bail!("unknown dtype `{spec}` (f32, f16 or bf16)"),
+    })
 }

@@ -1,16 +1,12 @@
 //! The pipelines as a user calls them, against transformers on the same inputs (1e-4), and the
 //! metric code against scikit-learn and scipy.
 
-mod common;
-
-use roformer::glue;
-use roformer::pipelines::{
-    cosine_similarity, FillMask, PipelineOptions, Pooling, SentenceEncoder, TextClassifier,
-};
+use crate::app::{glue, metrics, tsv};
+use roformer::{cosine_similarity, FillMask, PipelineOptions, Pooling, SentenceEncoder, TextClassifier};
 use serde_json::Value;
 
 fn expected(name: &str) -> Value {
-    let path = common::fixture(&format!("pipelines/{name}/expected.json"));
+    let path = crate::support::fixture(&format!("pipelines/{name}/expected.json"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -25,11 +21,11 @@ fn assert_vec_close(what: &str, ours: &[f32], want: &[f32], tol: f32) {
 }
 
 fn options(batch_size: usize) -> PipelineOptions {
-    PipelineOptions { batch_size, ..Default::default() }
+    PipelineOptions::default().with_batch_size(batch_size)
 }
 
 fn dir(name: &str) -> String {
-    common::fixture(&format!("pipelines/{name}")).to_string_lossy().into_owned()
+    crate::support::fixture(&format!("pipelines/{name}")).to_string_lossy().into_owned()
 }
 
 #[test]
@@ -37,7 +33,7 @@ fn classifier_matches_transformers_for_every_problem_type() {
     for name in ["cls", "multilabel", "regression"] {
         let want = expected(name);
         // A batch size that splits the inputs unevenly, so sorting and reordering are exercised.
-        let classifier = TextClassifier::load(&dir(name), options(3)).unwrap();
+        let classifier = TextClassifier::from_pretrained_with(dir(name), options(3)).unwrap();
         let texts: Vec<&str> =
             want["texts"].as_array().unwrap().iter().map(|c| c["input"][0].as_str().unwrap()).collect();
         let results = classifier.classify(&texts).unwrap();
@@ -68,7 +64,7 @@ fn classifier_matches_transformers_for_every_problem_type() {
 
 #[test]
 fn classifier_labels_come_from_id2label() {
-    let classifier = TextClassifier::load(&dir("cls"), options(8)).unwrap();
+    let classifier = TextClassifier::from_pretrained_with(dir("cls"), options(8)).unwrap();
     let want = expected("cls");
     let results = classifier.classify(&["a great film"]).unwrap();
     let scores = floats(&want["texts"][2]["scores"]);
@@ -82,13 +78,20 @@ fn classifier_labels_come_from_id2label() {
 fn sentence_encoder_matches_transformers() {
     let want = expected("sim");
     let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    let encoder = SentenceEncoder::load(&dir("sim"), options(4)).unwrap();
     for (pooling, key) in [(Pooling::Cls, "cls"), (Pooling::Mean, "mean"), (Pooling::Pooler, "pooler")] {
-        let ours = encoder.encode(&texts, pooling, false).unwrap();
+        let raw = SentenceEncoder::from_pretrained_with(
+            dir("sim"),
+            options(4).with_pooling(pooling).with_normalize(false),
+        )
+        .unwrap();
+        let ours = raw.encode(&texts).unwrap();
         for ((text, got), want) in texts.iter().zip(&ours).zip(want[key].as_array().unwrap()) {
             assert_vec_close(&format!("{key} {text:?}"), got, &floats(want), 1e-4);
         }
-        let normalized = encoder.encode(&texts, pooling, true).unwrap();
+        let normalized = SentenceEncoder::from_pretrained_with(dir("sim"), options(4).with_pooling(pooling))
+            .unwrap()
+            .encode(&texts)
+            .unwrap();
         for (n, raw) in normalized.iter().zip(&ours) {
             let norm: f32 = n.iter().map(|x| x * x).sum::<f32>().sqrt();
             assert!((norm - 1.0).abs() < 1e-5);
@@ -101,7 +104,7 @@ fn sentence_encoder_matches_transformers() {
 fn fill_mask_matches_transformers() {
     let want = expected("mlm");
     let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    let fill = FillMask::load(&dir("mlm"), options(2)).unwrap();
+    let fill = FillMask::from_pretrained_with(dir("mlm"), options(2)).unwrap();
     let ours = fill.fill(&texts, 5).unwrap();
     for ((text, got), want) in texts.iter().zip(&ours).zip(want["top5"].as_array().unwrap()) {
         let want = want.as_array().unwrap();
@@ -121,9 +124,10 @@ fn fill_mask_matches_transformers() {
 
 #[test]
 fn metrics_match_scikit_learn_and_scipy() {
-    let m: Value =
-        serde_json::from_str(&std::fs::read_to_string(common::fixture("pipelines/metrics.json")).unwrap())
-            .unwrap();
+    let m: Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::fixture("pipelines/metrics.json")).unwrap(),
+    )
+    .unwrap();
     let ints =
         |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect::<Vec<_>>();
     let f64s = |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect::<Vec<_>>();
@@ -133,26 +137,26 @@ fn metrics_match_scikit_learn_and_scipy() {
     };
     let b = &m["binary"];
     let (p, l) = (ints(&b["predictions"]), ints(&b["labels"]));
-    close("accuracy", glue::accuracy(&p, &l), &b["accuracy"]);
-    close("f1", glue::f1_binary(&p, &l), &b["f1"]);
-    close("matthews", glue::matthews_corrcoef(&p, &l), &b["matthews"]);
+    close("accuracy", metrics::accuracy(&p, &l), &b["accuracy"]);
+    close("f1", metrics::f1_binary(&p, &l), &b["f1"]);
+    close("matthews", metrics::matthews_corrcoef(&p, &l), &b["matthews"]);
     let c = &m["multiclass"];
     let (p, l) = (ints(&c["predictions"]), ints(&c["labels"]));
-    close("accuracy 3", glue::accuracy(&p, &l), &c["accuracy"]);
-    close("matthews 3", glue::matthews_corrcoef(&p, &l), &c["matthews"]);
+    close("accuracy 3", metrics::accuracy(&p, &l), &c["accuracy"]);
+    close("matthews 3", metrics::matthews_corrcoef(&p, &l), &c["matthews"]);
     let r = &m["regression"];
     let (x, y, xt) = (f64s(&r["x"]), f64s(&r["y"]), f64s(&r["xt"]));
-    close("pearson", glue::pearson(&x, &y), &r["pearson"]);
-    close("spearman", glue::spearman(&x, &y), &r["spearman"]);
-    close("spearman ties", glue::spearman(&xt, &y), &r["spearman_ties"]);
+    close("pearson", metrics::pearson(&x, &y), &r["pearson"]);
+    close("spearman", metrics::spearman(&x, &y), &r["spearman"]);
+    close("spearman ties", metrics::spearman(&xt, &y), &r["spearman_ties"]);
 }
 
 #[test]
 fn tsv_reading_detects_headers_and_names_bad_lines() {
     let sst2 = "sentence\tlabel\ngood film \t1\n\nbad film\t0\nno label here\n";
-    let err = glue::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), false).unwrap_err();
+    let err = tsv::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), false).unwrap_err();
     assert!(err.to_string().contains("dev.tsv:5"), "{err}");
-    let data = glue::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), true).unwrap();
+    let data = tsv::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), true).unwrap();
     assert!(data.has_header);
     assert_eq!(data.rows.len(), 2);
     assert_eq!((data.rows[1].line, data.rows[1].label.as_deref()), (4, Some("0")));
@@ -160,17 +164,56 @@ fn tsv_reading_detects_headers_and_names_bad_lines() {
     assert_eq!(data.skipped[0].line, 5);
 
     let mrpc = "\u{feff}Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA b.\tA c.\n";
-    let data = glue::read_tsv(mrpc.as_bytes(), "mrpc", &glue::Task::Mrpc.columns(), false).unwrap();
+    let data = tsv::read_tsv(mrpc.as_bytes(), "mrpc", &glue::Task::Mrpc.columns(), false).unwrap();
     assert_eq!(data.rows[0].pair.as_deref(), Some("A c."));
     assert!(data.has_labels());
 
     let test_file = "index\tsentence\n0\tno labels\n1\t\n";
-    let data = glue::read_tsv(test_file.as_bytes(), "test", &glue::Task::Sst2.columns(), false).unwrap();
+    let data = tsv::read_tsv(test_file.as_bytes(), "test", &glue::Task::Sst2.columns(), false).unwrap();
     assert!(!data.has_labels());
     assert_eq!(data.rows[1].text, "", "empty text is kept, not dropped");
 
     let cola = "gj04\t1\t\tOur friends won't buy this analysis.\ngj04\t0\t*\tThey drank the pub.\n";
-    let data = glue::read_tsv(cola.as_bytes(), "cola", &glue::Task::Cola.columns(), false).unwrap();
+    let data = tsv::read_tsv(cola.as_bytes(), "cola", &glue::Task::Cola.columns(), false).unwrap();
     assert!(!data.has_header);
     assert_eq!(data.rows[1].label.as_deref(), Some("0"));
+}
+
+#[test]
+fn inputs_of_any_string_type_and_empty_batches() {
+    let classifier = TextClassifier::from_pretrained(dir("cls")).unwrap();
+    let owned: Vec<String> = vec!["a great film".into(), "dull".into()];
+    let by_ref = classifier.classify(&["a great film", "dull"]).unwrap();
+    assert_eq!(classifier.classify(&owned).unwrap(), by_ref);
+    assert_eq!(classifier.classify(&owned[..]).unwrap(), by_ref);
+    assert!(classifier.classify::<&str>(&[]).unwrap().is_empty());
+    assert!(classifier.classify_pairs::<&str, String>(&[]).unwrap().is_empty());
+    let pairs = [("good fun".to_string(), "a delight")];
+    assert_eq!(classifier.classify_pairs(&pairs).unwrap().len(), 1);
+    let encoder = SentenceEncoder::from_pretrained(dir("sim")).unwrap();
+    assert!(encoder.encode::<String>(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn the_checkpoint_decides_pooling_and_normalisation() {
+    // The sim fixture carries junnyu's pooler: the authors' recipe (pooler, L2-normalised) is the
+    // default. The classifier fixture has none: mean pooling, normalised.
+    let want = expected("sim");
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let encoder = SentenceEncoder::from_pretrained(dir("sim")).unwrap();
+    assert_eq!((encoder.pooling(), encoder.normalize()), (Pooling::Pooler, true));
+    for (got, want) in encoder.encode(&texts).unwrap().iter().zip(want["pooler"].as_array().unwrap()) {
+        let want = floats(want);
+        let norm = want.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let want: Vec<f32> = want.iter().map(|x| x / norm).collect();
+        assert_vec_close("default pooling", got, &want, 1e-4);
+    }
+    let encoder = SentenceEncoder::from_pretrained(dir("cls")).unwrap();
+    assert_eq!((encoder.pooling(), encoder.normalize()), (Pooling::Mean, true));
+    let err = SentenceEncoder::from_pretrained_with(
+        dir("cls"),
+        PipelineOptions::default().with_pooling(Pooling::Pooler),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("roformer.pooler.dense"), "{err}");
 }

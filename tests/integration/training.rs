@@ -1,18 +1,15 @@
 //! Autograd against torch's gradients, a short training run that fits its data, and saving.
 
-mod common;
-
 use candle_core::{DType, Device, Tensor};
-use roformer::training::{Example, Target, Trainer, TrainingOptions};
+use roformer::training::{Example, Target, Trainer};
 use roformer::{load_dir, Checkpoint, Config, Encoded, Inputs, RoFormerForSequenceClassification, Tokenizer};
 
 #[test]
 fn gradients_match_torch() {
-    let dir = common::model_fixture("seqcls");
+    let dir = crate::support::model_fixture("seqcls");
     let config = Config::from_file(dir.join("config.json")).unwrap();
     let checkpoint = Checkpoint::open(&dir).unwrap();
-    let trainer =
-        Trainer::new(config, Some(&checkpoint), TrainingOptions::default(), 0, &Device::Cpu).unwrap();
+    let trainer = Trainer::builder(config).init_from(&checkpoint).build(3).unwrap();
     let reference = candle_core::safetensors::load(dir.join("gradients.safetensors"), &Device::Cpu).unwrap();
     let ids = &reference["inputs.input_ids"];
     let inputs = Inputs {
@@ -21,7 +18,7 @@ fn gradients_match_torch() {
         attention_mask: Some(&reference["inputs.attention_mask"]),
     };
     // Eval mode (no dropout), as the reference; the weights are variables, so every op is differentiable.
-    let logits = trainer.model.forward_t(inputs, false).unwrap();
+    let logits = trainer.model().forward(inputs).unwrap();
     let labels = reference["labels"].to_dtype(DType::U32).unwrap();
     let loss = trainer.loss(&logits, &labels).unwrap();
     let want_loss = reference["loss"].to_vec1::<f32>().unwrap()[0];
@@ -33,7 +30,7 @@ fn gradients_match_torch() {
         let Some(name) = key.strip_prefix("grad.") else { continue };
         let var = vars.get(name).unwrap_or_else(|| panic!("no variable {name}"));
         let got = grads.get(var).unwrap_or_else(|| panic!("no gradient for {name}"));
-        common::assert_within(&format!("grad {name}"), got, want, 1e-4, 1e-4);
+        crate::support::assert_within(&format!("grad {name}"), got, want, 1e-4, 1e-4);
         checked += 1;
     }
     assert_eq!(checked, 10);
@@ -81,12 +78,16 @@ fn tiny_data() -> Vec<Example> {
 #[test]
 fn short_training_run_fits_a_handful_of_examples() {
     let data = tiny_data();
-    let options =
-        TrainingOptions { epochs: 60, batch_size: 4, learning_rate: 3e-3, seed: 7, ..Default::default() };
-    let mut trainer = Trainer::new(tiny_config(2), None, options.clone(), 0, &Device::Cpu).unwrap();
-    trainer.plan(data.len());
+    let epochs = 60;
+    let mut trainer = Trainer::builder(tiny_config(2))
+        .epochs(epochs)
+        .batch_size(4)
+        .learning_rate(3e-3)
+        .seed(7)
+        .build(data.len())
+        .unwrap();
     let mut epoch_losses = Vec::new();
-    for _ in 0..options.epochs {
+    for _ in 0..epochs {
         let batches = trainer.batches(&data);
         let mut total = 0.0;
         for batch in &batches {
@@ -105,16 +106,15 @@ fn short_training_run_fits_a_handful_of_examples() {
 }
 
 #[test]
-fn learning_rate_warms_up_then_decays_to_zero() {
-    let options = TrainingOptions {
-        epochs: 1,
-        batch_size: 1,
-        learning_rate: 1.0,
-        warmup_ratio: 0.1,
-        ..Default::default()
-    };
-    let mut trainer = Trainer::new(tiny_config(2), None, options, 0, &Device::Cpu).unwrap();
-    trainer.plan(100);
+fn the_schedule_is_planned_by_the_builder() {
+    // 1 epoch of 100 examples, batch 1: 100 steps, 10 of warmup. Nothing else to call.
+    let mut trainer = Trainer::builder(tiny_config(2))
+        .epochs(1)
+        .batch_size(1)
+        .learning_rate(1.0)
+        .warmup_ratio(0.1)
+        .build(100)
+        .unwrap();
     assert!((trainer.learning_rate() - 0.1).abs() < 1e-9, "step 0 of a 10-step warmup");
     let data = tiny_data();
     let mut rates = Vec::new();
@@ -126,14 +126,65 @@ fn learning_rate_warms_up_then_decays_to_zero() {
     assert!((peak - 1.0).abs() < 1e-9);
     assert!(rates.windows(2).skip(10).all(|w| w[1] <= w[0]));
     assert!(rates[99] < 0.02);
+    assert_eq!(trainer.step(), 100);
+}
+
+#[test]
+fn trainers_own_their_dropout_and_multi_label_targets_take_any_label_count() {
+    // Two trainers with the same seed take the same steps, interleaved or not: neither reseeds
+    // the other's dropout.
+    let data = tiny_data();
+    let run = |interleave: bool| {
+        let build = || Trainer::builder(tiny_config(2)).learning_rate(1e-3).seed(5).build(8).unwrap();
+        let (mut a, mut b) = (build(), build());
+        let mut losses = Vec::new();
+        for step in 0..4 {
+            let batch = [step, step + 4];
+            losses.push(a.train_step(&data, &batch).unwrap());
+            if interleave {
+                b.train_step(&data, &batch).unwrap();
+            }
+        }
+        losses
+    };
+    assert_eq!(run(false), run(true));
+
+    // 70 labels: past what a 64-bit mask holds.
+    let mut config = tiny_config(70);
+    config.problem_type = Some(roformer::ProblemType::MultiLabelClassification);
+    let mut trainer = Trainer::builder(config).epochs(120).learning_rate(3e-3).build(2).unwrap();
+    let mut multi = tiny_data();
+    multi[0].target = Target::Labels(vec![0, 65, 69]);
+    multi[6].target = Target::Labels(vec![]);
+    let first = trainer.train_step(&multi, &[0, 6]).unwrap();
+    for _ in 0..100 {
+        trainer.train_step(&multi, &[0, 6]).unwrap();
+    }
+    // Labels 0, 65 and 69 are positive in one row of the two, every other label in neither: the
+    // first settle near logit 0 (probability 1/2), the rest are pushed far down. Labels past 63
+    // are seen only if targets are not a 64-bit mask.
+    let logits = trainer.predict(&[multi[0].clone(), multi[6].clone()], 2).unwrap();
+    for row in &logits {
+        for (label, &logit) in row.iter().enumerate() {
+            let positive_somewhere = [0, 65, 69].contains(&label);
+            assert!(positive_somewhere == (logit > -1.0), "label {label}: logit {logit}");
+        }
+    }
+    assert!(trainer.train_step(&multi, &[0, 6]).unwrap() < first);
+    multi[0].target = Target::Labels(vec![70]);
+    let err = trainer.train_step(&multi, &[0]).unwrap_err();
+    assert!(err.to_string().contains("label id 70 is out of range"), "{err}");
 }
 
 #[test]
 fn a_saved_model_loads_with_the_same_logits() {
     let data = tiny_data();
-    let options = TrainingOptions { epochs: 2, batch_size: 4, learning_rate: 1e-3, ..Default::default() };
-    let mut trainer = Trainer::new(tiny_config(2), None, options, 0, &Device::Cpu).unwrap();
-    trainer.plan(data.len());
+    let mut trainer = Trainer::builder(tiny_config(2))
+        .epochs(2)
+        .batch_size(4)
+        .learning_rate(1e-3)
+        .build(data.len())
+        .unwrap();
     for batch in trainer.batches(&data) {
         trainer.train_step(&data, &batch).unwrap();
     }
@@ -174,20 +225,19 @@ fn a_saved_model_loads_with_the_same_logits() {
 fn transformers_loads_a_model_saved_by_finetune() {
     // scripts/make_finetune_fixture.sh: `finetune` saved tests/fixtures/finetune/model, and
     // transformers loaded that folder and wrote its logits.
-    let folder = common::fixture("finetune");
+    let folder = crate::support::fixture("finetune");
     let want: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("transformers_logits.json")).unwrap())
             .unwrap();
     let model = folder.join("model");
-    let classifier =
-        roformer::pipelines::TextClassifier::load(model.to_str().unwrap(), Default::default()).unwrap();
+    let classifier = roformer::TextClassifier::from_pretrained(&model).unwrap();
     let rows = want["rows"].as_array().unwrap();
     let texts: Vec<&str> = rows.iter().map(|r| r["text"].as_str().unwrap()).collect();
     let ours = classifier.classify(&texts).unwrap();
     for (row, got) in rows.iter().zip(&ours) {
         let ids: Vec<u32> =
             row["input_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
-        assert_eq!(classifier.tokenizer.encode(row["text"].as_str().unwrap()).unwrap().input_ids, ids);
+        assert_eq!(classifier.tokenizer().encode(row["text"].as_str().unwrap()).unwrap().input_ids, ids);
         for (a, b) in got.logits.iter().zip(row["logits"].as_array().unwrap()) {
             assert!(
                 (a - b.as_f64().unwrap() as f32).abs() < 1e-4,

@@ -1,27 +1,22 @@
 //! The examples run as a user runs them, on fixture checkpoints.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// The example binary cargo built beside this test (target/<profile>/examples), built if missing.
-fn example(name: &str) -> PathBuf {
+/// The example binary that `cargo test` built beside this test (target/<profile>/examples).
+pub fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap().to_path_buf();
     let path = profile_dir.join("examples").join(name);
-    if !path.exists() {
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args(["build", "--example", name]).current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.ends_with("release") {
-            cargo.arg("--release");
-        }
-        assert!(cargo.status().unwrap().success(), "building example {name}");
-    }
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test`, which builds the examples",
+        path.display()
+    );
     path
 }
 
-fn run(name: &str, args: &[&str], stdin: Option<&str>) -> Output {
+pub fn run(name: &str, args: &[&str], stdin: Option<&str>) -> Output {
     use std::io::Write;
     let mut child = Command::new(example(name))
         .args(args)
@@ -35,11 +30,11 @@ fn run(name: &str, args: &[&str], stdin: Option<&str>) -> Output {
 }
 
 fn model(name: &str) -> String {
-    common::fixture(&format!("pipelines/{name}")).to_string_lossy().into_owned()
+    crate::support::fixture(&format!("pipelines/{name}")).to_string_lossy().into_owned()
 }
 
 fn expected(name: &str) -> serde_json::Value {
-    let path = common::fixture(&format!("pipelines/{name}/expected.json"));
+    let path = crate::support::fixture(&format!("pipelines/{name}/expected.json"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -114,7 +109,7 @@ fn embed_writes_jsonl_and_npy() {
     let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     // Lines of a file: the multi-line fixture texts are single lines, the empty one stays a row.
     let input = texts.join("\n") + "\n";
-    let out = run("embed", &["--model", &model("sim"), "--pooling", "mean"], Some(&input));
+    let out = run("embed", &["--model", &model("sim"), "--pooling", "mean", "--no-normalize"], Some(&input));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<serde_json::Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();

@@ -1,7 +1,5 @@
 //! Loading rules, bad vocabularies and awkward inputs.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use roformer::{Error, Padding, Tokenizer, TokenizerKind, Truncation};
@@ -37,7 +35,7 @@ impl Drop for Dir {
 const SMALL_VOCAB: &str = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld\n##s\n,\n!\n中\n文\n";
 
 fn roformer_vocab() -> PathBuf {
-    common::fixture("vocab/roformer_chinese_base/vocab.txt")
+    crate::support::fixture("vocab/roformer_chinese_base/vocab.txt")
 }
 
 #[test]
@@ -142,17 +140,17 @@ fn a_tokenizer_json_is_used_for_bert_checkpoints() {
 
 #[test]
 fn class_detection_without_a_tokenizer_config() {
-    let word_level = Tokenizer::from_dir(common::fixture("vocab/roformer_chinese_base")).unwrap();
+    let word_level = Tokenizer::from_dir(crate::support::fixture("vocab/roformer_chinese_base")).unwrap();
     assert_eq!(word_level.kind(), TokenizerKind::Jieba);
     assert_eq!(word_level.model_max_length(), Some(512), "from config.json's max_position_embeddings");
-    let english = Tokenizer::from_dir(common::fixture("vocab/bert-base-uncased")).unwrap();
+    let english = Tokenizer::from_dir(crate::support::fixture("vocab/bert-base-uncased")).unwrap();
     assert_eq!(english.kind(), TokenizerKind::WordPiece);
     assert_eq!(english.model_max_length(), None);
 }
 
 #[test]
 fn awkward_inputs_have_defined_results() {
-    let mut tok = Tokenizer::from_dir(common::fixture("vocab/roformer_chinese_base")).unwrap();
+    let mut tok = Tokenizer::from_dir(crate::support::fixture("vocab/roformer_chinese_base")).unwrap();
     let (cls, sep) = (tok.token_id("[CLS]").unwrap(), tok.token_id("[SEP]").unwrap());
     for empty in ["", " ", "\t\n  ", "\u{3000}", "\u{0007}\u{0000}"] {
         let e = tok.encode(empty).unwrap();
@@ -175,7 +173,7 @@ fn awkward_inputs_have_defined_results() {
         "no room beside the specials"
     );
 
-    let mut tok = Tokenizer::from_dir(common::fixture("vocab/bert-base-uncased")).unwrap();
+    let mut tok = Tokenizer::from_dir(crate::support::fixture("vocab/bert-base-uncased")).unwrap();
     assert!(tok.set_truncation(Some(Truncation::LongestFirst), None).is_err(), "no max length known");
     tok.set_padding(Some(Padding::Fixed(8)));
     let e = tok.encode("hi").unwrap();
@@ -184,7 +182,7 @@ fn awkward_inputs_have_defined_results() {
 
 #[test]
 fn pairs_can_use_all_zero_segment_ids() {
-    let mut tok = Tokenizer::from_dir(common::fixture("vocab/bert-base-uncased")).unwrap();
+    let mut tok = Tokenizer::from_dir(crate::support::fixture("vocab/bert-base-uncased")).unwrap();
     let e = tok.encode_pair("a b", "c").unwrap();
     assert_eq!(e.token_type_ids, [0, 0, 0, 0, 1, 1]);
     tok.set_zero_segment_ids(true).unwrap();

@@ -1,12 +1,11 @@
 //! Every output of every model fixture against transformers, in f32: 1e-4 max abs, 1e-5 relative.
 
-mod common;
-
-use candle_core::{DType, Device, Tensor};
-use common::{assert_close, model_fixture, Reference};
+use crate::support::{assert_close, model_fixture, Reference};
+use candle_core::{DType, Device, Module, Tensor};
 use roformer::{
-    load_dir, Inputs, RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
-    RoFormerForSequenceClassification, RoFormerForTokenClassification, RoFormerModel,
+    load_dir, Inputs, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice,
+    RoFormerForQuestionAnswering, RoFormerForSequenceClassification, RoFormerForTokenClassification,
+    RoFormerModel,
 };
 
 fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
@@ -82,14 +81,29 @@ fn token_classification_head() {
 
 #[test]
 fn masked_lm_head_with_tied_decoder_and_projection() {
-    for name in ["mlm", "causal_lm"] {
-        let reference = Reference::load(name);
-        let model: RoFormerForMaskedLM = load_dir(model_fixture(name), DType::F32, &Device::Cpu).unwrap();
-        for case in reference.cases() {
-            let logits = model.forward(inputs(&reference, &case)).unwrap();
-            assert_close(&format!("{name} {case}"), &logits, reference.tensor(&format!("{case}.logits")));
-        }
+    let reference = Reference::load("mlm");
+    let model: RoFormerForMaskedLM = load_dir(model_fixture("mlm"), DType::F32, &Device::Cpu).unwrap();
+    for case in reference.cases() {
+        let logits = model.forward(inputs(&reference, &case)).unwrap();
+        assert_close(&format!("mlm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
     }
+}
+
+#[test]
+fn causal_lm_masks_the_future() {
+    // transformers' RoFormerForCausalLM (is_decoder) on the same head.
+    let reference = Reference::load("causal_lm");
+    let model: RoFormerForCausalLM = load_dir(model_fixture("causal_lm"), DType::F32, &Device::Cpu).unwrap();
+    for case in reference.cases() {
+        let logits = model.forward(inputs(&reference, &case)).unwrap();
+        assert_close(&format!("causal_lm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
+    }
+    // The same weights as a masked LM attend both ways, so they disagree with the reference.
+    let bidirectional: RoFormerForMaskedLM =
+        load_dir(model_fixture("causal_lm"), DType::F32, &Device::Cpu).unwrap();
+    let logits = bidirectional.forward(inputs(&reference, "batch")).unwrap();
+    let (max_abs, _) = crate::support::diffs(&logits, reference.tensor("batch.logits"));
+    assert!(max_abs > 0.1, "a bidirectional pass matched the causal reference ({max_abs})");
 }
 
 #[test]
@@ -97,7 +111,7 @@ fn question_answering_head_with_rotary_value() {
     let reference = Reference::load("qa");
     let model: RoFormerForQuestionAnswering =
         load_dir(model_fixture("qa"), DType::F32, &Device::Cpu).unwrap();
-    assert!(model.roformer.config().rotary_value);
+    assert!(model.roformer().config().rotary_value);
     for case in reference.cases() {
         let (start, end) = model.forward(inputs(&reference, &case)).unwrap();
         assert_close(&format!("qa {case} start"), &start, reference.tensor(&format!("{case}.start_logits")));

@@ -1,11 +1,9 @@
 //! Reduced precision, the rotary cache, extrapolation and the errors of bad configs and checkpoints.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
+use crate::support::{assert_within, model_fixture, Reference};
 use candle_core::{DType, Device, Tensor};
-use common::{assert_within, model_fixture, Reference};
 use roformer::{
     load_dir, Checkpoint, Config, Error, Inputs, RoFormerForSequenceClassification, RoFormerModel,
 };
@@ -34,42 +32,6 @@ fn half_precision_stays_within_stated_bounds() {
 }
 
 #[test]
-fn rotary_tables_are_built_once_and_reused() {
-    let reference = Reference::load("base");
-    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, &Device::Cpu).unwrap();
-    assert_eq!(model.rotary().table_builds(), 0);
-    model.forward(batch_inputs(&reference)).unwrap();
-    assert_eq!(model.rotary().table_builds(), 1);
-    // The same length again, then a shorter one: no trigonometry.
-    model.forward(batch_inputs(&reference)).unwrap();
-    let ids = Tensor::new(&[[5u32, 6, 7]], &Device::Cpu).unwrap();
-    model.forward(Inputs::new(&ids)).unwrap();
-    assert_eq!(model.rotary().table_builds(), 1);
-    // Past max_position_embeddings the table grows once, then is reused.
-    let long =
-        Tensor::ones((1, 3 * model.config().max_position_embeddings), DType::U32, &Device::Cpu).unwrap();
-    model.forward(Inputs::new(&long)).unwrap();
-    model.forward(Inputs::new(&long)).unwrap();
-    assert_eq!(model.rotary().table_builds(), 2);
-}
-
-#[test]
-fn rotary_table_matches_the_one_transformers_saved() {
-    // transformers stores its sinusoidal table ([sin | cos], head_dim wide) as
-    // `encoder.embed_positions.weight`; ours is computed the same way, in f64 then cast.
-    let checkpoint = Checkpoint::open(model_fixture("base")).unwrap();
-    let saved = checkpoint.tensor("encoder.embed_positions.weight").unwrap();
-    let config = Config::from_file(model_fixture("base").join("config.json")).unwrap();
-    let (len, dim) = saved.dims2().unwrap();
-    assert_eq!((len, dim), (config.max_position_embeddings, config.head_dim()));
-    let rotary = roformer::RotaryEmbedding::new(dim, len);
-    let (cos, sin) = rotary.cos_sin(len, DType::F32, &Device::Cpu).unwrap();
-    let ours = Tensor::cat(&[sin, cos], 1).unwrap();
-    let (a, b) = (ours.to_vec2::<f32>().unwrap(), saved.to_vec2::<f32>().unwrap());
-    assert_eq!(a, b, "tables differ");
-}
-
-#[test]
 fn extrapolation_matches_a_longer_config() {
     // `beyond_max` is longer than this config's max_position_embeddings; transformers computed it
     // with the same weights under a config four times as long.
@@ -83,7 +45,7 @@ fn extrapolation_matches_a_longer_config() {
         attention_mask: reference.get("beyond_max.attention_mask"),
     };
     let out = model.forward(inputs).unwrap();
-    common::assert_close("beyond max", &out, reference.tensor("beyond_max.last_hidden_state"));
+    crate::support::assert_close("beyond max", &out, reference.tensor("beyond_max.last_hidden_state"));
 }
 
 fn config_error(json: &str) -> (String, String) {
@@ -119,7 +81,7 @@ fn config_defaults_and_extras() {
     assert_eq!(c.embedding_size(), 768);
     assert_eq!(c.num_labels(), 2);
     assert_eq!(c.label(1), "LABEL_1");
-    let real = Config::from_file(common::fixture("vocab/roformer_chinese_base/config.json")).unwrap();
+    let real = Config::from_file(crate::support::fixture("vocab/roformer_chinese_base/config.json")).unwrap();
     assert_eq!(real.max_position_embeddings, 512);
     assert_eq!(real.architectures.as_deref(), Some(&["RoFormerForMaskedLM".to_string()][..]));
     let sim = Config::from_file(model_fixture("sim_pooler").join("config.json")).unwrap();

@@ -14,19 +14,21 @@ use candle_nn::{Init, VarBuilder};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it.
+/// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
+/// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
 const BASE_PREFIX: &str = "roformer.";
 
-/// A model that can be built from weights under a `VarBuilder` and a config.
+/// A model built from the weights under a `VarBuilder` at a checkpoint's root: the same as each
+/// model's inherent `load`, for code generic over models ([`Checkpoint::load`], [`load_dir`]).
 pub trait Load: Sized {
-    fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self>;
+    /// Builds the model from the weights under `vb`.
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self>;
 }
 
 macro_rules! impl_load {
-    ($($ty:ty => $prefix:expr),* $(,)?) => {$(
+    ($($ty:ty),* $(,)?) => {$(
         impl Load for $ty {
-            fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
-                let vb = if $prefix.is_empty() { vb } else { vb.pp($prefix) };
+            fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
                 <$ty>::load(vb, config)
             }
         }
@@ -34,12 +36,13 @@ macro_rules! impl_load {
 }
 
 impl_load!(
-    crate::model::RoFormerModel => "roformer",
-    crate::heads::RoFormerForSequenceClassification => "",
-    crate::heads::RoFormerForTokenClassification => "",
-    crate::heads::RoFormerForMaskedLM => "",
-    crate::heads::RoFormerForQuestionAnswering => "",
-    crate::heads::RoFormerForMultipleChoice => "",
+    crate::model::RoFormerModel,
+    crate::heads::RoFormerForSequenceClassification,
+    crate::heads::RoFormerForTokenClassification,
+    crate::heads::RoFormerForMaskedLM,
+    crate::heads::RoFormerForCausalLM,
+    crate::heads::RoFormerForQuestionAnswering,
+    crate::heads::RoFormerForMultipleChoice,
 );
 
 enum WeightFile {
@@ -87,6 +90,7 @@ impl Checkpoint {
                 None => Err(Error::Checkpoint {
                     path: path.to_path_buf(),
                     message: format!("no weights found (looked for {})", candidates.join(", ")),
+                    source: None,
                 }),
             }
         } else {
@@ -144,8 +148,7 @@ impl Checkpoint {
         let error = Arc::new(Mutex::new(None));
         let backend = Backend { weights: self.weights.clone(), error: error.clone() };
         let vb = VarBuilder::from_backend(Box::new(backend), dtype, device.clone());
-        M::load(vb, config)
-            .map_err(|e| error.lock().ok().and_then(|mut slot| slot.take()).unwrap_or(Error::Candle(e)))
+        M::load(vb, config).map_err(|e| error.lock().ok().and_then(|mut slot| slot.take()).unwrap_or(e))
     }
 }
 
@@ -164,7 +167,7 @@ fn read_shard_index(path: &Path) -> Result<Vec<PathBuf>> {
 /// The shard file names a `*.index.json` lists in its `weight_map`, sorted, each once.
 pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message };
+    let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message, source: None };
     let index: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("malformed shard index: {e}")))?;
     let map = index
@@ -193,6 +196,7 @@ fn open_weight_file(path: &Path) -> Result<WeightFile> {
     let corrupt = |e: candle_core::Error| Error::Checkpoint {
         path: path.to_path_buf(),
         message: format!("unreadable weight file (truncated or corrupt?): {}", root_message(&e)),
+        source: None,
     };
     if path.extension().is_some_and(|e| e == "bin" || e == "pt" || e == "pth") {
         PthTensors::new(path, None).map(WeightFile::Pth).map_err(corrupt)
@@ -258,6 +262,7 @@ impl Backend {
             self.fail(Error::Checkpoint {
                 path: path.clone(),
                 message: format!("cannot read tensor `{stored}`: {}", root_message(&e)),
+                source: None,
             })
         })
     }

@@ -1,14 +1,16 @@
-//! The two parametrised building blocks every component uses, with transformers' initialisation
+//! The parametrised building blocks every component uses, with transformers' initialisation
 //! (normal(0, initializer_range) weights, zero biases, unit norms) for models built from scratch.
 
-use candle_core::{Result, Tensor};
+use std::sync::Mutex;
+
+use candle_core::{Module, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use crate::config::{Config, NormType};
 
 /// A dense layer `x Wᵀ + b`.
 #[derive(Debug, Clone)]
-pub struct Linear {
+pub(crate) struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,
 }
@@ -41,8 +43,10 @@ impl Linear {
         };
         Ok(Self { weight, bias })
     }
+}
 
-    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+impl Module for Linear {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         // Flattening to 2-D keeps the weight out of batched matmul, whose CPU kernel in
         // candle-core 0.11.1 mishandles some transposed/broadcast operand pairs.
         let dims = xs.dims().to_vec();
@@ -54,14 +58,16 @@ impl Linear {
             None => ys,
         };
         let mut out_dims = dims;
-        *out_dims.last_mut().expect("linear input has a last dimension") = self.weight.dim(0)?;
+        if let Some(last) = out_dims.last_mut() {
+            *last = self.weight.dim(0)?;
+        }
         ys.reshape(out_dims)
     }
 }
 
 /// The normalisation after each residual: LayerNorm, or RoFormer v2's weightless RMS norm.
 #[derive(Debug, Clone)]
-pub enum Norm {
+pub(crate) enum Norm {
     Layer { weight: Tensor, bias: Tensor, eps: f64 },
     Rms { eps: f64 },
 }
@@ -84,8 +90,10 @@ impl Norm {
             }
         }
     }
+}
 
-    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+impl Module for Norm {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Norm::Layer { weight, bias, eps } => crate::ops::layer_norm(xs, weight, bias, *eps),
             Norm::Rms { eps } => crate::ops::rms_norm(xs, *eps),
@@ -93,33 +101,36 @@ impl Norm {
     }
 }
 
-/// Dropout that is active only in training. Masks come from a seeded generator (Candle's CPU
-/// generator cannot be seeded), so a training run can be repeated exactly.
-pub fn dropout(xs: &Tensor, p: f64, train: bool) -> Result<Tensor> {
-    if !train || p <= 0.0 {
-        return Ok(xs.clone());
+/// The random masks of dropout in training. Candle's CPU generator cannot be seeded, so each
+/// trainer owns one of these, and a training run can be repeated exactly.
+#[derive(Debug)]
+pub(crate) struct DropoutRng(Mutex<SplitMix64>);
+
+impl DropoutRng {
+    pub fn new(seed: u64) -> Self {
+        Self(Mutex::new(SplitMix64::new(seed)))
     }
-    let keep = 1.0 - p;
-    let mask: Vec<f32> = DROPOUT_RNG.with(|rng| {
-        let mut rng = rng.borrow_mut();
-        (0..xs.elem_count()).map(|_| if rng.next_f64() < keep { (1.0 / keep) as f32 } else { 0.0 }).collect()
-    });
-    let mask = Tensor::from_vec(mask, xs.shape(), xs.device())?.to_dtype(xs.dtype())?;
-    xs * mask
-}
 
-thread_local! {
-    static DROPOUT_RNG: std::cell::RefCell<SplitMix64> = std::cell::RefCell::new(SplitMix64::new(0));
-}
-
-/// Seeds the dropout masks of this thread.
-pub fn seed_dropout(seed: u64) {
-    DROPOUT_RNG.with(|rng| *rng.borrow_mut() = SplitMix64::new(seed));
+    /// `xs` with each element zeroed with probability `p` and the rest scaled by 1 / (1 - p).
+    pub fn apply(&self, xs: &Tensor, p: f64) -> Result<Tensor> {
+        if p <= 0.0 {
+            return Ok(xs.clone());
+        }
+        let keep = 1.0 - p;
+        let mask: Vec<f32> = {
+            let mut rng = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            (0..xs.elem_count())
+                .map(|_| if rng.next_f64() < keep { (1.0 / keep) as f32 } else { 0.0 })
+                .collect()
+        };
+        let mask = Tensor::from_vec(mask, xs.shape(), xs.device())?.to_dtype(xs.dtype())?;
+        xs * mask
+    }
 }
 
 /// A small, fast, seedable generator (SplitMix64) for dropout and shuffling.
 #[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
+pub(crate) struct SplitMix64(u64);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
@@ -137,6 +148,13 @@ impl SplitMix64 {
     /// Uniform in [0, 1).
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn next_normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.next_f64();
+        let u2 = self.next_f64();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     }
 
     /// Fisher-Yates shuffle.

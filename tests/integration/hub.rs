@@ -2,8 +2,6 @@
 //! under `/{repo}/resolve/{revision}/{file}` with the headers it reads (ETag, X-Repo-Commit,
 //! Content-Range), from fixture folders.
 
-mod common;
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -11,8 +9,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use roformer::pipelines::{PipelineOptions, TextClassifier};
-use roformer::{Error, ProblemType};
+use roformer::{Error, PipelineOptions, ProblemType, TextClassifier};
 
 /// (repo, revision) -> the folder whose files it serves.
 type Repos = HashMap<(String, String), PathBuf>;
@@ -96,7 +93,7 @@ fn serve(mut stream: TcpStream, repos: &Repos) -> std::io::Result<()> {
 }
 
 fn pipeline(name: &str) -> PathBuf {
-    common::fixture(&format!("pipelines/{name}"))
+    crate::support::fixture(&format!("pipelines/{name}"))
 }
 
 #[test]
@@ -113,23 +110,26 @@ fn hub_download_cache_offline_missing_files_and_revisions() {
     repos.insert(("test-org/no-weights".into(), "main".into()), no_weights.clone());
     let server = Server::start(repos);
 
-    let home = std::env::temp_dir().join(format!("roformer-hub-home-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
-    // This test binary holds this one test, so the variables affect nothing else.
-    std::env::set_var("HF_HOME", &home);
-    std::env::set_var("HF_ENDPOINT", format!("http://127.0.0.1:{}", server.port));
-    std::env::remove_var("HF_HUB_OFFLINE");
+    let cache = std::env::temp_dir().join(format!("roformer-hub-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    // Every Hub setting comes from the options: no environment variable is read or set.
+    let options = || {
+        PipelineOptions::default()
+            .with_cache_dir(&cache)
+            .with_endpoint(format!("http://127.0.0.1:{}", server.port))
+            .with_offline(false)
+    };
 
     // Download: the files land in the standard cache layout and load as the local folder does.
-    let local = TextClassifier::load(pipeline("cls").to_str().unwrap(), PipelineOptions::default()).unwrap();
-    let remote = TextClassifier::load("test-org/tiny-cls", PipelineOptions::default()).unwrap();
+    let local = TextClassifier::from_pretrained(pipeline("cls")).unwrap();
+    let remote = TextClassifier::from_pretrained_with("test-org/tiny-cls", options()).unwrap();
     assert!(
-        remote.dir.starts_with(home.join("hub/models--test-org--tiny-cls/snapshots")),
+        remote.path().starts_with(cache.join("models--test-org--tiny-cls/snapshots")),
         "{:?}",
-        remote.dir
+        remote.path()
     );
     for f in ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"] {
-        assert!(remote.dir.join(f).exists(), "{f} was not downloaded");
+        assert!(remote.path().join(f).exists(), "{f} was not downloaded");
     }
     let texts = ["a great film", "the movie was terrible and boring"];
     assert_eq!(local.classify(&texts).unwrap(), remote.classify(&texts).unwrap());
@@ -137,33 +137,32 @@ fn hub_download_cache_offline_missing_files_and_revisions() {
     assert!(after_download >= 4, "{after_download} requests");
 
     // A second load is served by the cache.
-    TextClassifier::load("test-org/tiny-cls", PipelineOptions::default()).unwrap();
+    TextClassifier::from_pretrained_with("test-org/tiny-cls", options()).unwrap();
     assert_eq!(server.requests(), after_download, "the second load made requests");
 
     // Offline: the cache still serves; anything else is a clear error, and nothing is requested.
-    std::env::set_var("HF_HUB_OFFLINE", "1");
-    TextClassifier::load("test-org/tiny-cls", PipelineOptions::default()).unwrap();
-    let err = TextClassifier::load("test-org/never-fetched", PipelineOptions::default()).unwrap_err();
-    assert!(matches!(&err, Error::Hub { message, .. } if message.contains("HF_HUB_OFFLINE")), "{err}");
+    TextClassifier::from_pretrained_with("test-org/tiny-cls", options().with_offline(true)).unwrap();
+    let err = TextClassifier::from_pretrained_with("test-org/never-fetched", options().with_offline(true))
+        .unwrap_err();
+    assert!(matches!(&err, Error::Hub { message, .. } if message.contains("offline")), "{err}");
     assert_eq!(server.requests(), after_download);
-    std::env::remove_var("HF_HUB_OFFLINE");
 
     // A repo without weights, and one that does not exist, name what is missing.
-    let err = TextClassifier::load("test-org/no-weights", PipelineOptions::default()).unwrap_err();
+    let err = TextClassifier::from_pretrained_with("test-org/no-weights", options()).unwrap_err();
     assert!(matches!(&err, Error::Hub { file, .. } if file == "model.safetensors"), "{err}");
-    let err = TextClassifier::load("test-org/nothing-here", PipelineOptions::default()).unwrap_err();
+    let err = TextClassifier::from_pretrained_with("test-org/nothing-here", options()).unwrap_err();
     assert!(
         matches!(&err, Error::Hub { file, message, .. } if file == "config.json" && message.contains("404")),
         "{err}"
     );
 
     // A non-default revision, as junnyu's refs/pr/1 branches.
-    let options = PipelineOptions { revision: Some("refs/pr/1".into()), ..Default::default() };
-    let pr = TextClassifier::load("test-org/tiny-cls", options).unwrap();
+    let pr = TextClassifier::from_pretrained_with("test-org/tiny-cls", options().with_revision("refs/pr/1"))
+        .unwrap();
     assert_eq!(pr.problem_type(), ProblemType::MultiLabelClassification);
-    assert_eq!(pr.config.num_labels(), 4);
+    assert_eq!(pr.config().num_labels(), 4);
     assert_eq!(remote.problem_type(), ProblemType::SingleLabelClassification);
 
-    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&cache);
     let _ = std::fs::remove_dir_all(&no_weights);
 }

@@ -1,17 +1,15 @@
 //! Ids, type ids, masks and offsets identical to transformers on our whole corpus, for both vocabs.
 
-mod common;
-
 use roformer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
 use serde_json::Value;
 
 fn reference(name: &str) -> Value {
-    let text = std::fs::read_to_string(common::fixture(&format!("tokenizer/{name}.json"))).unwrap();
+    let text = std::fs::read_to_string(crate::support::fixture(&format!("tokenizer/{name}.json"))).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
 fn tokenizer(name: &str) -> Tokenizer {
-    Tokenizer::from_dir(common::fixture(&format!("vocab/{name}"))).unwrap()
+    Tokenizer::from_dir(crate::support::fixture(&format!("vocab/{name}"))).unwrap()
 }
 
 fn u32s(v: &Value) -> Vec<u32> {
@@ -79,9 +77,10 @@ fn strategy(name: &str) -> Truncation {
 
 fn check_vocab(name: &str, kind: TokenizerKind) {
     let reference = reference(name);
-    let corpus: Value =
-        serde_json::from_str(&std::fs::read_to_string(common::fixture("tokenizer/corpus.json")).unwrap())
-            .unwrap();
+    let corpus: Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::fixture("tokenizer/corpus.json")).unwrap(),
+    )
+    .unwrap();
     let singles: Vec<&str> =
         corpus["singles"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     let pairs: Vec<(&str, &str)> = corpus["pairs"]

@@ -1,0 +1,95 @@
+//! Top-k predictions for each `[MASK]` of each text.
+
+use std::path::Path;
+
+use candle_core::DType;
+
+use super::{Pipeline, PipelineOptions};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::heads::RoFormerForMaskedLM;
+use crate::tokenizer::Tokenizer;
+
+/// One candidate for a `[MASK]`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct MaskCandidate {
+    /// The token text.
+    pub token: String,
+    /// Its id.
+    pub token_id: u32,
+    /// Softmax probability over the vocabulary.
+    pub score: f32,
+}
+
+/// Fills `[MASK]` tokens with a masked-LM checkpoint (v1 or v2).
+#[derive(Debug)]
+pub struct FillMask {
+    pipeline: Pipeline<RoFormerForMaskedLM>,
+}
+
+impl FillMask {
+    /// Loads a masked-LM checkpoint from a folder or a Hub id, with default options.
+    pub fn from_pretrained(model: impl AsRef<Path>) -> Result<Self> {
+        Self::from_pretrained_with(model, PipelineOptions::default())
+    }
+
+    /// Loads a masked-LM checkpoint from a folder or a Hub id.
+    pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
+        Ok(Self { pipeline: Pipeline::load(model.as_ref(), options)? })
+    }
+
+    /// For each text, for each `[MASK]` in order, the `top_k` most likely tokens.
+    pub fn fill<S: AsRef<str>>(&self, texts: &[S], top_k: usize) -> Result<Vec<Vec<Vec<MaskCandidate>>>> {
+        let pipeline = &self.pipeline;
+        let tokenizer = &pipeline.tokenizer;
+        let mask_id = tokenizer.token_id(&tokenizer.special_tokens().mask)?;
+        let encodings = tokenizer.encode_batch(texts)?;
+        pipeline.run(&encodings, |inputs, batch| {
+            let logits = pipeline.model.forward(inputs)?;
+            let mut rows = Vec::with_capacity(batch.len());
+            for (b, e) in batch.iter().enumerate() {
+                let mut masks = Vec::new();
+                for (pos, _) in e.input_ids.iter().enumerate().filter(|(_, &id)| id == mask_id) {
+                    let row = logits.get(b)?.get(pos)?.to_dtype(DType::F32)?;
+                    let probs = candle_nn::ops::softmax(&row, 0)?.to_vec1::<f32>()?;
+                    let mut ranked: Vec<(usize, f32)> = probs.into_iter().enumerate().collect();
+                    ranked.sort_by(|x, y| y.1.total_cmp(&x.1));
+                    let candidates = ranked
+                        .into_iter()
+                        .take(top_k)
+                        .map(|(id, score)| {
+                            let token_id =
+                                u32::try_from(id).map_err(|_| Error::Input(format!("token id {id}")))?;
+                            let token = tokenizer.id_to_token(token_id).unwrap_or_default();
+                            Ok(MaskCandidate { token, token_id, score })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    masks.push(candidates);
+                }
+                rows.push(masks);
+            }
+            Ok(rows)
+        })
+    }
+
+    /// The checkpoint's configuration.
+    pub fn config(&self) -> &Config {
+        &self.pipeline.config
+    }
+
+    /// The tokenizer, truncating to the pipeline's max_length.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.pipeline.tokenizer
+    }
+
+    /// The masked LM.
+    pub fn model(&self) -> &RoFormerForMaskedLM {
+        &self.pipeline.model
+    }
+
+    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
+    pub fn path(&self) -> &Path {
+        &self.pipeline.dir
+    }
+}

@@ -1,0 +1,73 @@
+//! What people do with the crate: classify, encode sentences, fill masks. Each pipeline loads
+//! model, tokenizer and config together from a folder or a Hub id, and batches its inputs.
+
+mod fill_mask;
+mod options;
+mod sentence_encoder;
+mod text_classifier;
+
+use std::path::{Path, PathBuf};
+
+pub use fill_mask::{FillMask, MaskCandidate};
+pub use options::PipelineOptions;
+pub use sentence_encoder::{cosine_similarity, Pooling, SentenceEncoder};
+pub use text_classifier::{Classification, TextClassifier};
+
+use crate::batching::run_by_length;
+use crate::checkpoint::{Checkpoint, Load};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::model::Inputs;
+use crate::tokenizer::{Encoded, Tokenizer, Truncation};
+
+/// Model, tokenizer and config of one checkpoint, with the thread pool its work runs on.
+#[derive(Debug)]
+struct Pipeline<M> {
+    model: M,
+    tokenizer: Tokenizer,
+    config: Config,
+    dir: PathBuf,
+    options: PipelineOptions,
+    pool: rayon::ThreadPool,
+}
+
+impl<M: Load + Sync> Pipeline<M> {
+    /// Loads from a folder or a Hub id, truncating inputs to `max_length` (longest first).
+    fn load(model: &Path, options: PipelineOptions) -> Result<Self> {
+        if options.batch_size == 0 {
+            return Err(Error::Input("batch_size must be at least 1".into()));
+        }
+        if options.threads == Some(0) {
+            return Err(Error::Input("threads must be at least 1".into()));
+        }
+        let dir = options.hub.resolve(model, options.revision.as_deref())?;
+        let config = Config::from_file(dir.join("config.json"))?;
+        let mut tokenizer = Tokenizer::from_dir(&dir)?;
+        let max_length = options.max_length.or(tokenizer.model_max_length()).unwrap_or(512);
+        tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_length))?;
+        let model = Checkpoint::open(&dir)?.load(&config, options.dtype, &options.device)?;
+        let threads =
+            options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("roformer-{i}"))
+            .build()
+            .map_err(|e| Error::Input(format!("cannot start {threads} threads: {e}")))?;
+        Ok(Self { model, tokenizer, config, dir, options, pool })
+    }
+
+    /// Runs `forward` on batches of similar length, inside the pipeline's thread pool, and
+    /// returns one output per encoding, in input order. `forward` gets the batch and its
+    /// encodings, and returns one row each.
+    fn run<T: Send>(
+        &self,
+        encodings: &[Encoded],
+        forward: impl Fn(Inputs, &[&Encoded]) -> Result<Vec<T>> + Send + Sync,
+    ) -> Result<Vec<T>> {
+        let encodings: Vec<&Encoded> = encodings.iter().collect();
+        let device = &self.options.device;
+        self.pool.install(|| {
+            run_by_length(&encodings, self.options.batch_size, self.tokenizer.pad_id(), device, &forward)
+        })
+    }
+}

@@ -1,0 +1,134 @@
+//! How a pipeline loads and runs.
+
+use std::path::PathBuf;
+
+use candle_core::{DType, Device};
+
+use crate::hub::HubOptions;
+use crate::pipelines::Pooling;
+
+/// Where and how a pipeline runs. Start from `PipelineOptions::default()` and chain `with_*`:
+///
+/// ```
+/// use roformer::{PipelineOptions, Pooling};
+/// let options = PipelineOptions::default().with_batch_size(8).with_max_length(64).with_pooling(Pooling::Mean);
+/// assert_eq!(options.batch_size, 8);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PipelineOptions {
+    /// CPU by default.
+    pub device: Device,
+    /// F32 by default; F16 and BF16 halve the memory, at some precision.
+    pub dtype: DType,
+    /// Texts per forward pass (32).
+    pub batch_size: usize,
+    /// Longer inputs are truncated; `None` means the tokenizer's model_max_length, else 512.
+    pub max_length: Option<usize>,
+    /// Hub revision (branch, tag, commit or `refs/pr/N`) when the model is a Hub id.
+    pub revision: Option<String>,
+    /// Sentence pooling; `None` lets the checkpoint decide (see [`crate::SentenceEncoder`]).
+    pub pooling: Option<Pooling>,
+    /// Scale embeddings to unit length; `None` lets the checkpoint decide (see [`crate::SentenceEncoder`]).
+    pub normalize: Option<bool>,
+    /// Threads of the pipeline's own pool on the CPU; `None` means one per core.
+    pub threads: Option<usize>,
+    /// Cache, server, offline mode and token for Hub ids.
+    pub hub: HubOptions,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        Self {
+            device: Device::Cpu,
+            dtype: DType::F32,
+            batch_size: 32,
+            max_length: None,
+            revision: None,
+            pooling: None,
+            normalize: None,
+            threads: None,
+            hub: HubOptions::from_env(),
+        }
+    }
+}
+
+impl PipelineOptions {
+    /// Runs on `device` (CPU by default).
+    pub fn with_device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Loads the weights in `dtype` (F32 by default).
+    pub fn with_dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    /// Texts per forward pass.
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Truncates longer inputs to `max_length` tokens, special tokens included.
+    pub fn with_max_length(mut self, max_length: usize) -> Self {
+        self.max_length = Some(max_length);
+        self
+    }
+
+    /// The Hub revision: branch, tag, commit or `refs/pr/N`.
+    pub fn with_revision(mut self, revision: impl Into<String>) -> Self {
+        self.revision = Some(revision.into());
+        self
+    }
+
+    /// The sentence pooling, instead of the checkpoint's default.
+    pub fn with_pooling(mut self, pooling: Pooling) -> Self {
+        self.pooling = Some(pooling);
+        self
+    }
+
+    /// Whether sentence embeddings are scaled to unit length.
+    pub fn with_normalize(mut self, normalize: bool) -> Self {
+        self.normalize = Some(normalize);
+        self
+    }
+
+    /// Threads of the pipeline's pool.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// All Hub settings at once.
+    pub fn with_hub(mut self, hub: HubOptions) -> Self {
+        self.hub = hub;
+        self
+    }
+
+    /// The Hub cache folder.
+    pub fn with_cache_dir(mut self, cache_dir: impl Into<PathBuf>) -> Self {
+        self.hub.cache_dir = cache_dir.into();
+        self
+    }
+
+    /// The Hub server.
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.hub.endpoint = endpoint.into();
+        self
+    }
+
+    /// Reads the Hub cache alone.
+    pub fn with_offline(mut self, offline: bool) -> Self {
+        self.hub.offline = offline;
+        self
+    }
+
+    /// The Hub access token.
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.hub.token = Some(token.into());
+        self
+    }
+}

@@ -1,0 +1,150 @@
+//! Sequence classification of texts and pairs.
+
+use std::path::Path;
+
+use candle_core::DType;
+
+use super::{Pipeline, PipelineOptions};
+use crate::config::{Config, ProblemType};
+use crate::error::Result;
+use crate::heads::RoFormerForSequenceClassification;
+use crate::tokenizer::{Encoded, Tokenizer};
+
+/// Sequence classification: single sentences or pairs; single-label, multi-label or regression,
+/// as the checkpoint's config says.
+///
+/// ```no_run
+/// # fn main() -> roformer::Result<()> {
+/// let classifier = roformer::TextClassifier::from_pretrained("models/roformer-sst2")?;
+/// for p in classifier.classify(&["a gorgeous , witty movie .", "a chore ."])? {
+///     println!("{} {:.3}", p.label, p.score);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct TextClassifier {
+    pipeline: Pipeline<RoFormerForSequenceClassification>,
+}
+
+/// One prediction of a sequence classifier.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Classification {
+    /// Name of the best class (id2label), or the value as text for regression.
+    pub label: String,
+    /// Index of the best class (0 for regression).
+    pub label_id: usize,
+    /// Probability of the best class; the predicted value for regression.
+    pub score: f32,
+    /// Softmax probabilities (single-label), sigmoid probabilities (multi-label), or the
+    /// regression outputs.
+    pub scores: Vec<f32>,
+    /// The raw outputs of the head.
+    pub logits: Vec<f32>,
+    /// Whether the input was truncated to max_length.
+    pub truncated: bool,
+}
+
+impl Classification {
+    /// The prediction for one row of logits: softmax (single-label), sigmoid (multi-label) or the
+    /// value (regression), and the best class with its label from id2label.
+    pub fn from_logits(config: &Config, logits: Vec<f32>, truncated: bool) -> Self {
+        let problem = config.problem_type();
+        if problem == ProblemType::Regression {
+            let value = logits.first().copied().unwrap_or(f32::NAN);
+            let scores = logits.clone();
+            return Classification {
+                label: format!("{value}"),
+                label_id: 0,
+                score: value,
+                scores,
+                logits,
+                truncated,
+            };
+        }
+        let scores: Vec<f32> = if problem == ProblemType::MultiLabelClassification {
+            logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect()
+        } else {
+            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
+            let sum: f32 = exp.iter().sum();
+            exp.iter().map(|e| e / sum).collect()
+        };
+        // total_cmp puts NaN last, so a NaN logit never wins silently over real numbers.
+        let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
+        Classification {
+            label: config.label(best),
+            label_id: best,
+            score: scores.get(best).copied().unwrap_or(f32::NAN),
+            scores,
+            logits,
+            truncated,
+        }
+    }
+}
+
+impl TextClassifier {
+    /// Loads a sequence-classification checkpoint from a folder or a Hub id, with default options.
+    pub fn from_pretrained(model: impl AsRef<Path>) -> Result<Self> {
+        Self::from_pretrained_with(model, PipelineOptions::default())
+    }
+
+    /// Loads a sequence-classification checkpoint from a folder or a Hub id.
+    pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
+        Ok(Self { pipeline: Pipeline::load(model.as_ref(), options)? })
+    }
+
+    /// One prediction per text, in input order; an empty slice gives an empty result.
+    pub fn classify<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Classification>> {
+        let encodings = self.pipeline.tokenizer.encode_batch(texts)?;
+        self.classify_tokenized(&encodings)
+    }
+
+    /// One prediction per pair of texts (segments A and B), in input order.
+    pub fn classify_pairs<A: AsRef<str>, B: AsRef<str>>(
+        &self,
+        pairs: &[(A, B)],
+    ) -> Result<Vec<Classification>> {
+        let encodings = self.pipeline.tokenizer.encode_pair_batch(pairs)?;
+        self.classify_tokenized(&encodings)
+    }
+
+    /// One prediction per encoding from [`TextClassifier::tokenizer`], in input order.
+    pub fn classify_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Classification>> {
+        let pipeline = &self.pipeline;
+        pipeline.run(encodings, |inputs, batch| {
+            let logits = pipeline.model.forward(inputs)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+            Ok(logits
+                .into_iter()
+                .zip(batch)
+                .map(|(logits, e)| Classification::from_logits(&pipeline.config, logits, e.truncated))
+                .collect())
+        })
+    }
+
+    /// Single-label, multi-label or regression.
+    pub fn problem_type(&self) -> ProblemType {
+        self.pipeline.config.problem_type()
+    }
+
+    /// The checkpoint's configuration: labels, problem type.
+    pub fn config(&self) -> &Config {
+        &self.pipeline.config
+    }
+
+    /// The tokenizer, truncating to the pipeline's max_length.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.pipeline.tokenizer
+    }
+
+    /// The classifier.
+    pub fn model(&self) -> &RoFormerForSequenceClassification {
+        &self.pipeline.model
+    }
+
+    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
+    pub fn path(&self) -> &Path {
+        &self.pipeline.dir
+    }
+}

@@ -1,0 +1,18 @@
+//! The integration tests, in one binary: one link instead of one per file.
+
+mod support;
+
+mod api;
+
+mod examples;
+mod hub;
+mod model_behaviour;
+mod model_parity;
+mod pipelines;
+mod tokenizer_behaviour;
+mod tokenizer_parity;
+mod training;
+
+/// The examples' own GLUE code (tasks, TSV reading, metrics), tested here as the examples use it.
+#[path = "../../examples/common/mod.rs"]
+mod app;
