@@ -323,3 +323,42 @@ impl Config {
         self.pooler_activation.unwrap_or(Activation::Tanh)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(json: &str) -> String {
+        match Config::from_json(json) {
+            Err(Error::Config { field, .. }) => field,
+            other => panic!("expected a config error for {json}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        assert_eq!(field_of(r#"{"hidden_size": 30, "num_attention_heads": 4}"#), "num_attention_heads");
+        assert_eq!(field_of(r#"{"hidden_size": 36, "num_attention_heads": 4}"#), "num_attention_heads");
+        assert_eq!(field_of(r#"{"layer_norm_eps": 0}"#), "layer_norm_eps");
+        assert_eq!(field_of(r#"{"hidden_dropout_prob": 1.0}"#), "hidden_dropout_prob");
+        assert_eq!(field_of(r#"{"embedding_size": 0}"#), "embedding_size");
+        assert_eq!(field_of(r#"{"num_labels": 3, "id2label": {"0": "a", "1": "b"}}"#), "num_labels");
+        assert_eq!(field_of(r#"{"summary_activation": "gelu_magic"}"#), "summary_activation");
+        assert!(Config::from_json(r#"{"hidden_size": 64, "num_attention_heads": 4}"#).is_ok());
+    }
+
+    #[test]
+    fn derived_values_follow_transformers() {
+        let c =
+            Config::from_json(r#"{"hidden_size": 64, "num_attention_heads": 4, "num_labels": 1}"#).unwrap();
+        assert_eq!((c.head_dim(), c.embedding_size()), (16, 64));
+        assert_eq!(c.problem_type(), ProblemType::Regression);
+        let c = Config::from_json(r#"{"id2label": {"0": "a", "1": "b", "2": "c"}}"#).unwrap();
+        assert_eq!((c.num_labels(), c.label(2).as_str(), c.label(7).as_str()), (3, "c", "LABEL_7"));
+        assert_eq!(c.problem_type(), ProblemType::SingleLabelClassification);
+        assert_eq!(
+            (c.norm_type(), c.use_bias(), c.pooler_activation()),
+            (NormType::LayerNorm, true, Activation::Tanh)
+        );
+    }
+}

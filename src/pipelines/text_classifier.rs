@@ -148,3 +148,36 @@ impl TextClassifier {
         &self.pipeline.dir
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(json: &str) -> Config {
+        Config::from_json(json).unwrap()
+    }
+
+    #[test]
+    fn logits_become_predictions_as_the_problem_type_says() {
+        let single = config(r#"{"id2label": {"0": "neg", "1": "pos"}}"#);
+        let p = Classification::from_logits(&single, vec![0.0, (3.0f32).ln()], true);
+        assert_eq!((p.label.as_str(), p.label_id, p.truncated), ("pos", 1, true));
+        assert!((p.scores[0] - 0.25).abs() < 1e-6 && (p.score - 0.75).abs() < 1e-6);
+
+        let multi = config(r#"{"num_labels": 3, "problem_type": "multi_label_classification"}"#);
+        let p = Classification::from_logits(&multi, vec![0.0, 2.0, -2.0], false);
+        assert_eq!(p.label, "LABEL_1");
+        assert!((p.scores[0] - 0.5).abs() < 1e-6, "sigmoid, not softmax: {:?}", p.scores);
+        assert!((p.scores.iter().sum::<f32>() - 1.5).abs() < 1e-6);
+
+        let regression = config(r#"{"num_labels": 1}"#);
+        let p = Classification::from_logits(&regression, vec![3.5], false);
+        assert_eq!((p.label.as_str(), p.score, p.label_id), ("3.5", 3.5, 0));
+
+        // A NaN logit never wins over real numbers.
+        let p = Classification::from_logits(&single, vec![f32::NAN, 1.0], false);
+        assert!(p.scores.iter().all(|s| s.is_nan()), "softmax over a NaN is NaN everywhere");
+        let p = Classification::from_logits(&multi, vec![f32::NAN, 1.0, 0.0], false);
+        assert_eq!(p.label_id, 1);
+    }
+}
