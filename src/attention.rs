@@ -5,6 +5,7 @@ use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::config::Config;
+use crate::kernels;
 use crate::layers::{Linear, Norm};
 use crate::ops::softmax_last_dim;
 use crate::pass::Pass;
@@ -20,6 +21,15 @@ enum Projections {
 }
 
 impl Projections {
+    fn quantize(&mut self) -> crate::Result<()> {
+        match self {
+            Projections::Fused(qkv) => qkv.quantize(),
+            Projections::Separate { .. } => {
+                Err(crate::Error::Input("a model loaded for training cannot be quantized".into()))
+            }
+        }
+    }
+
     /// Queries, keys and values side by side: (.., 3 * hidden).
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
@@ -45,10 +55,10 @@ impl SelfAttention {
     fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let h = config.hidden_size;
         let bias = config.use_bias();
-        let query = Linear::load(vb.pp("query"), h, h, bias, config)?;
-        let key = Linear::load(vb.pp("key"), h, h, bias, config)?;
-        let value = Linear::load(vb.pp("value"), h, h, bias, config)?;
-        let projections = if query.weight().is_variable() {
+        let query = Linear::load_dense(vb.pp("query"), h, h, bias, config)?;
+        let key = Linear::load_dense(vb.pp("key"), h, h, bias, config)?;
+        let value = Linear::load_dense(vb.pp("value"), h, h, bias, config)?;
+        let projections = if query.is_trainable() {
             Projections::Separate { query, key, value }
         } else {
             Projections::Fused(Linear::concat(&[&query, &key, &value])?)
@@ -62,16 +72,29 @@ impl SelfAttention {
         })
     }
 
-    /// (batch, seq, hidden) -> (batch, seq, hidden).
+    /// (.., hidden) -> (.., hidden).
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
+        let qkv = self.projections.forward(xs)?;
+        if kernels::fits(&qkv) && kernels::fits(&pass.rope.cos) {
+            let width = qkv.dim(candle_core::D::Minus1)?;
+            let qkv = qkv.reshape(((), width))?;
+            let (cos, sin) = (&pass.rope.cos, &pass.rope.sin);
+            let heads = (self.num_heads, self.head_dim);
+            let context = kernels::attention::attention(
+                &qkv,
+                &pass.segments()?,
+                cos,
+                sin,
+                heads.0,
+                heads.1,
+                self.rotary_value,
+            )?;
+            return context.reshape(xs.dims());
+        }
         let (b, t, hidden) = xs.dims3()?;
         // (b, t, 3 * hidden) -> three (b, heads, t, head_dim), contiguous.
-        let qkv = self
-            .projections
-            .forward(xs)?
-            .reshape((b, t, 3, self.num_heads, self.head_dim))?
-            .permute((2, 0, 3, 1, 4))?
-            .contiguous()?;
+        let qkv =
+            qkv.reshape((b, t, 3, self.num_heads, self.head_dim))?.permute((2, 0, 3, 1, 4))?.contiguous()?;
         let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
         // Scaling q (seq × head_dim) is cheaper than scaling the scores (seq × seq), and the rotation is linear.
         let q = (rotary::apply(&q, &pass.rope)? * (1.0 / (self.head_dim as f64).sqrt()))?;
@@ -109,7 +132,7 @@ impl SelfOutput {
 
     fn forward(&self, xs: &Tensor, residual: &Tensor, pass: &Pass) -> Result<Tensor> {
         let xs = pass.dropout(&self.dense.forward(xs)?, self.dropout)?;
-        self.norm.forward(&(xs + residual)?)
+        self.norm.forward_residual(&xs, residual)
     }
 }
 
@@ -126,6 +149,12 @@ impl Attention {
             self_attention: SelfAttention::load(vb.pp("self"), config)?,
             output: SelfOutput::load(vb.pp("output"), config)?,
         })
+    }
+
+    /// Int8 weights for the projections and the output dense.
+    pub fn quantize(&mut self) -> crate::Result<()> {
+        self.self_attention.projections.quantize()?;
+        self.output.dense.quantize()
     }
 
     pub fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {

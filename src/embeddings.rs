@@ -38,7 +38,7 @@ impl Embeddings {
     pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, pass: &Pass) -> Result<Tensor> {
         let words = self.word_embeddings.forward(input_ids)?;
         let types = self.token_type_embeddings.forward(token_type_ids)?;
-        let xs = self.norm.forward(&(words + types)?)?;
+        let xs = self.norm.forward_residual(&words, &types)?;
         pass.dropout(&xs, self.dropout)
     }
 }

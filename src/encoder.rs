@@ -31,10 +31,15 @@ impl FeedForward {
         })
     }
 
+    fn quantize(&mut self) -> crate::Result<()> {
+        self.intermediate.quantize()?;
+        self.output.quantize()
+    }
+
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
-        let hidden = self.activation.forward(&self.intermediate.forward(xs)?)?;
+        let hidden = self.intermediate.forward_act(xs, self.activation)?;
         let out = pass.dropout(&self.output.forward(&hidden)?, self.dropout)?;
-        self.norm.forward(&(out + xs)?)
+        self.norm.forward_residual(&out, xs)
     }
 }
 
@@ -50,6 +55,11 @@ impl Layer {
             attention: Attention::load(vb.pp("attention"), config)?,
             feed_forward: FeedForward::load(vb, config)?,
         })
+    }
+
+    fn quantize(&mut self) -> crate::Result<()> {
+        self.attention.quantize()?;
+        self.feed_forward.quantize()
     }
 
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
@@ -69,6 +79,11 @@ impl Encoder {
             .map(|i| Layer::load(vb.pp(format!("layer.{i}")), config))
             .collect::<Result<_>>()?;
         Ok(Self { layers })
+    }
+
+    /// Int8 weights for every linear layer of every layer.
+    pub fn quantize(&mut self) -> crate::Result<()> {
+        self.layers.iter_mut().try_for_each(Layer::quantize)
     }
 
     /// Runs every layer; with `hidden_states`, also collects the input and each layer's output.

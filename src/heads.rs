@@ -4,10 +4,12 @@ use candle_core::{Module, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
 use crate::activation::Activation;
+use crate::batching::Batch;
 use crate::config::{Config, NormType, SummaryType};
 use crate::error::Result;
 use crate::layers::{DropoutRng, Linear, Norm};
 use crate::model::{Inputs, RoFormerModel};
+use crate::quantization::{Quantization, Quantize};
 
 /// `classifier`: `[CLS]` -> dense -> hidden_act -> out_proj (hidden_act, not BERT's tanh).
 #[derive(Debug, Clone)]
@@ -29,13 +31,13 @@ impl ClassificationHead {
         })
     }
 
-    fn forward(&self, sequence_output: &Tensor, dropout: Option<&DropoutRng>) -> candle_core::Result<Tensor> {
+    /// (batch, hidden) `[CLS]` states -> (batch, num_labels) logits.
+    fn forward(&self, cls: &Tensor, dropout: Option<&DropoutRng>) -> candle_core::Result<Tensor> {
         let drop = |xs: &Tensor| match dropout {
             Some(rng) => rng.apply(xs, self.dropout),
             None => Ok(xs.clone()),
         };
-        let cls = sequence_output.narrow(1, 0, 1)?.squeeze(1)?;
-        let xs = self.activation.forward(&self.dense.forward(&drop(&cls)?)?)?;
+        let xs = self.dense.forward_act(&drop(cls)?, self.activation)?;
         self.out_proj.forward(&drop(&xs)?)
     }
 }
@@ -61,15 +63,20 @@ impl RoFormerForSequenceClassification {
         &self.roformer
     }
 
-    /// Logits, (batch, num_labels).
-    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        self.run(inputs, None)
+    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
+    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        self.roformer.quantize(quantization)
     }
 
-    /// Logits with dropout drawn from `dropout`, for training.
-    pub(crate) fn run(&self, inputs: Inputs, dropout: Option<&DropoutRng>) -> Result<Tensor> {
-        let sequence_output = self.roformer.run(inputs, false, dropout, None)?;
-        Ok(self.classifier.forward(&sequence_output, dropout)?)
+    /// Logits, (batch, num_labels).
+    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
+        self.run(&self.roformer.batch(inputs)?, None)
+    }
+
+    /// Logits of a batch, with dropout drawn from `dropout` in training.
+    pub(crate) fn run(&self, batch: &Batch, dropout: Option<&DropoutRng>) -> Result<Tensor> {
+        let sequence_output = self.roformer.run(batch, false, dropout, None)?;
+        Ok(self.classifier.forward(&batch.first_tokens(&sequence_output)?, dropout)?)
     }
 }
 
@@ -91,6 +98,11 @@ impl RoFormerForTokenClassification {
     /// The encoder under the head.
     pub fn roformer(&self) -> &RoFormerModel {
         &self.roformer
+    }
+
+    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
+    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        self.roformer.quantize(quantization)
     }
 
     /// Logits, (batch, seq, num_labels).
@@ -142,7 +154,7 @@ impl Module for MaskedLmHead {
     fn forward(&self, sequence_output: &Tensor) -> candle_core::Result<Tensor> {
         match &self.transform {
             Some((dense, activation, norm)) => {
-                let xs = activation.forward(&dense.forward(sequence_output)?)?;
+                let xs = dense.forward_act(sequence_output, *activation)?;
                 self.decoder.forward(&norm.forward(&xs)?)
             }
             None => self.decoder.forward(sequence_output),
@@ -170,9 +182,19 @@ impl RoFormerForMaskedLM {
         &self.roformer
     }
 
+    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
+    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        self.roformer.quantize(quantization)
+    }
+
     /// Prediction scores, (batch, seq, vocab_size).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        Ok(self.cls.forward(&self.roformer.forward(inputs)?)?)
+        self.run(&self.roformer.batch(inputs)?)
+    }
+
+    /// Prediction scores of a batch: (batch, seq, vocab) padded, (tokens, vocab) packed.
+    pub(crate) fn run(&self, batch: &Batch) -> Result<Tensor> {
+        Ok(self.cls.forward(&self.roformer.run(batch, false, None, None)?)?)
     }
 }
 
@@ -195,9 +217,14 @@ impl RoFormerForCausalLM {
         &self.roformer
     }
 
+    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
+    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        self.roformer.quantize(quantization)
+    }
+
     /// Next-token scores, (batch, seq, vocab_size).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        Ok(self.cls.forward(&self.roformer.run(inputs, true, None, None)?)?)
+        Ok(self.cls.forward(&self.roformer.run(&self.roformer.batch(inputs)?, true, None, None)?)?)
     }
 }
 
@@ -220,6 +247,11 @@ impl RoFormerForQuestionAnswering {
     /// The encoder under the head.
     pub fn roformer(&self) -> &RoFormerModel {
         &self.roformer
+    }
+
+    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
+    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        self.roformer.quantize(quantization)
     }
 
     /// Start and end logits, each (batch, seq).
@@ -266,6 +298,11 @@ impl RoFormerForMultipleChoice {
         &self.roformer
     }
 
+    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
+    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        self.roformer.quantize(quantization)
+    }
+
     /// `input_ids` etc. are (batch, num_choices, seq); the result is (batch, num_choices).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
         let (batch, choices, seq) = inputs.input_ids.dims3().map_err(|_| {
@@ -299,3 +336,23 @@ impl RoFormerForMultipleChoice {
         Ok(self.classifier.forward(&pooled)?.reshape((batch, choices))?)
     }
 }
+
+macro_rules! impl_quantize {
+    ($($ty:ty),* $(,)?) => {$(
+        impl Quantize for $ty {
+            fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+                <$ty>::quantize(self, quantization)
+            }
+        }
+    )*};
+}
+
+impl_quantize!(
+    RoFormerModel,
+    RoFormerForSequenceClassification,
+    RoFormerForTokenClassification,
+    RoFormerForMaskedLM,
+    RoFormerForCausalLM,
+    RoFormerForQuestionAnswering,
+    RoFormerForMultipleChoice,
+);

@@ -1,39 +1,73 @@
 //! The parametrised building blocks every component uses, with transformers' initialisation
 //! (normal(0, initializer_range) weights, zero biases, unit norms) for models built from scratch.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
+use crate::activation::Activation;
 use crate::config::{Config, NormType};
+use crate::kernels;
+use crate::kernels::int8::PackedI8;
+use crate::kernels::packed::PackedF32;
 
 /// A dense layer `x Wᵀ + b`.
 #[derive(Debug, Clone)]
 pub(crate) struct Linear {
-    weight: Tensor,
+    weight: Weight,
     bias: Option<Tensor>,
 }
 
+/// The weight of a linear layer: a tensor, or, for fixed f32 weights on an AVX-512 CPU, packed
+/// for the fused kernel (the tensor is then dropped, so memory does not double).
+#[derive(Debug, Clone)]
+enum Weight {
+    Dense(Tensor),
+    Packed(Arc<PackedF32>),
+    Int8(Arc<PackedI8>),
+}
+
 impl Linear {
+    /// Loads `weight` (out, in) and `bias`, packed for the CPU kernel where it applies.
     pub fn load(vb: VarBuilder, in_dim: usize, out_dim: usize, bias: bool, config: &Config) -> Result<Self> {
+        Self::load_dense(vb, in_dim, out_dim, bias, config)?.packed()
+    }
+
+    /// Loads the layer with its weight as a tensor, to be combined with others before packing.
+    pub fn load_dense(
+        vb: VarBuilder,
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+        config: &Config,
+    ) -> Result<Self> {
         let init = Init::Randn { mean: 0.0, stdev: config.initializer_range };
         let weight = vb.get_with_hints((out_dim, in_dim), "weight", init)?;
         let bias = if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
-        Ok(Self { weight, bias })
+        Ok(Self { weight: Weight::Dense(weight), bias })
     }
 
+    /// A layer over existing weights, kept as tensors (the tied masked-LM decoder shares the word
+    /// embeddings this way).
     pub fn from_weights(weight: Tensor, bias: Option<Tensor>) -> Self {
-        Self { weight, bias }
+        Self { weight: Weight::Dense(weight), bias }
     }
 
-    pub fn weight(&self) -> &Tensor {
-        &self.weight
+    /// Whether the weight is a variable that an optimiser updates.
+    pub fn is_trainable(&self) -> bool {
+        matches!(&self.weight, Weight::Dense(w) if w.is_variable())
     }
 
-    /// One layer computing the outputs of several side by side (their weights stacked).
+    /// One layer computing the outputs of several side by side (their weights stacked), packed.
     pub fn concat(parts: &[&Linear]) -> Result<Self> {
-        let weights: Vec<&Tensor> = parts.iter().map(|l| &l.weight).collect();
+        let weights = parts
+            .iter()
+            .map(|l| match &l.weight {
+                Weight::Dense(w) => Ok(w),
+                Weight::Packed(_) | Weight::Int8(_) => candle_core::bail!("cannot stack packed weights"),
+            })
+            .collect::<Result<Vec<&Tensor>>>()?;
         let weight = Tensor::cat(&weights, 0)?;
         let bias = if parts.iter().all(|l| l.bias.is_some()) {
             let biases: Vec<&Tensor> = parts.iter().filter_map(|l| l.bias.as_ref()).collect();
@@ -41,27 +75,91 @@ impl Linear {
         } else {
             None
         };
-        Ok(Self { weight, bias })
+        Self { weight: Weight::Dense(weight), bias }.packed()
     }
-}
 
-impl Module for Linear {
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    /// The layer with its weight packed, when the weight is fixed f32 on an AVX-512 CPU.
+    fn packed(self) -> Result<Self> {
+        let Weight::Dense(weight) = &self.weight else { return Ok(self) };
+        if !kernels::fits(weight) || weight.is_variable() {
+            return Ok(self);
+        }
+        let (n, k) = weight.dims2()?;
+        let packed = PackedF32::new(kernels::View::new(&weight.contiguous()?)?.slice(), n, k);
+        Ok(match packed {
+            Some(packed) => Self { weight: Weight::Packed(Arc::new(packed)), bias: self.bias },
+            None => self,
+        })
+    }
+
+    /// Quantizes the weight to int8 (per output channel), for the int8 kernel.
+    pub fn quantize(&mut self) -> crate::Result<()> {
+        let (values, n, k) = match &self.weight {
+            Weight::Int8(_) => return Ok(()),
+            Weight::Packed(packed) => (packed.unpack(), packed.n(), packed.k()),
+            Weight::Dense(weight) if weight.is_variable() => {
+                return Err(crate::Error::Input("a model loaded for training cannot be quantized".into()))
+            }
+            Weight::Dense(weight) => {
+                if !weight.device().is_cpu() {
+                    return Err(crate::Error::Input(format!(
+                        "int8 runs on the CPU only, and this model is on {:?}: load it on the CPU or leave quantization off",
+                        weight.device().location()
+                    )));
+                }
+                if weight.dtype() != candle_core::DType::F32 {
+                    return Err(crate::Error::Input(format!(
+                        "int8 is quantized from f32 weights, and this model was loaded in {:?}",
+                        weight.dtype()
+                    )));
+                }
+                let (n, k) = weight.dims2()?;
+                (weight.flatten_all()?.to_vec1::<f32>()?, n, k)
+            }
+        };
+        self.weight = Weight::Int8(Arc::new(PackedI8::new(&values, n, k)));
+        Ok(())
+    }
+
+    /// `activation(x Wᵀ + b)`, fused into one kernel on the CPU in f32.
+    pub fn forward_act(&self, xs: &Tensor, activation: Activation) -> Result<Tensor> {
+        match &self.weight {
+            Weight::Packed(packed) => {
+                kernels::linear::linear_packed(xs, packed.as_ref(), self.bias.as_ref(), activation)
+            }
+            Weight::Int8(packed) => {
+                kernels::linear::linear_packed(xs, packed.as_ref(), self.bias.as_ref(), activation)
+            }
+            Weight::Dense(weight) if kernels::fits(xs) && kernels::fits(weight) => {
+                kernels::linear::linear(xs, weight, self.bias.as_ref(), activation)
+            }
+            Weight::Dense(weight) => activation.forward(&self.dense(xs, weight)?),
+        }
+    }
+
+    /// Candle's matmul, for half precision, GPUs and training.
+    fn dense(&self, xs: &Tensor, weight: &Tensor) -> Result<Tensor> {
         // Flattening to 2-D keeps the weight out of batched matmul, whose CPU kernel in
         // candle-core 0.11.1 mishandles some transposed/broadcast operand pairs.
         let dims = xs.dims().to_vec();
         let in_dim = *dims.last().unwrap_or(&0);
         let rows = xs.elem_count() / in_dim.max(1);
-        let ys = xs.contiguous()?.reshape((rows, in_dim))?.matmul(&self.weight.t()?)?;
+        let ys = xs.contiguous()?.reshape((rows, in_dim))?.matmul(&weight.t()?)?;
         let ys = match &self.bias {
             Some(b) => ys.broadcast_add(b)?,
             None => ys,
         };
         let mut out_dims = dims;
         if let Some(last) = out_dims.last_mut() {
-            *last = self.weight.dim(0)?;
+            *last = weight.dim(0)?;
         }
         ys.reshape(out_dims)
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        self.forward_act(xs, Activation::Linear)
     }
 }
 
@@ -92,8 +190,38 @@ impl Norm {
     }
 }
 
+impl Norm {
+    /// `norm(xs + residual)`, in one pass on the CPU in f32.
+    pub fn forward_residual(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        if self.fused(xs) && kernels::fits(residual) {
+            return kernels::norm::add_norm(xs, Some(residual), self.affine(), self.eps());
+        }
+        self.forward(&(xs + residual)?)
+    }
+
+    fn fused(&self, xs: &Tensor) -> bool {
+        kernels::fits(xs) && self.affine().is_none_or(|(w, b)| kernels::fits(w) && kernels::fits(b))
+    }
+
+    fn affine(&self) -> Option<(&Tensor, &Tensor)> {
+        match self {
+            Norm::Layer { weight, bias, .. } => Some((weight, bias)),
+            Norm::Rms { .. } => None,
+        }
+    }
+
+    fn eps(&self) -> f64 {
+        match self {
+            Norm::Layer { eps, .. } | Norm::Rms { eps } => *eps,
+        }
+    }
+}
+
 impl Module for Norm {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        if self.fused(xs) {
+            return kernels::norm::add_norm(xs, None, self.affine(), self.eps());
+        }
         match self {
             Norm::Layer { weight, bias, eps } => crate::ops::layer_norm(xs, weight, bias, *eps),
             Norm::Rms { eps } => crate::ops::rms_norm(xs, *eps),

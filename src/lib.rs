@@ -36,11 +36,13 @@ mod encoder;
 mod error;
 mod heads;
 mod hub;
+mod kernels;
 mod layers;
 mod model;
 mod ops;
 mod pass;
 mod pipelines;
+mod quantization;
 mod rotary;
 mod tokenizer;
 pub mod training;
@@ -59,6 +61,7 @@ pub use pipelines::{
     cosine_similarity, Classification, FillMask, MaskCandidate, PipelineOptions, Pooling, SentenceEncoder,
     TextClassifier,
 };
+pub use quantization::Quantization;
 pub use tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
 
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.

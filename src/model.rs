@@ -4,12 +4,14 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::activation::Activation;
+use crate::batching::Batch;
 use crate::config::Config;
 use crate::embeddings::Embeddings;
 use crate::encoder::Encoder;
 use crate::error::{Error, Result};
 use crate::layers::{DropoutRng, Linear};
-use crate::pass::Pass;
+use crate::pass::{Layout, Pass};
+use crate::quantization::Quantization;
 use crate::rotary::RotaryEmbedding;
 
 /// The inputs of one forward pass, as transformers names them.
@@ -57,13 +59,17 @@ impl Pooler {
             activation: config.pooler_activation(),
         })
     }
+
+    /// (batch, hidden) `[CLS]` states -> (batch, hidden).
+    pub(crate) fn pool(&self, cls: &Tensor) -> candle_core::Result<Tensor> {
+        self.dense.forward_act(cls, self.activation)
+    }
 }
 
 impl Module for Pooler {
     /// (batch, seq, hidden) last hidden state -> (batch, hidden).
     fn forward(&self, sequence_output: &Tensor) -> candle_core::Result<Tensor> {
-        let cls = sequence_output.narrow(1, 0, 1)?.squeeze(1)?;
-        self.activation.forward(&self.dense.forward(&cls)?)
+        self.pool(&sequence_output.narrow(1, 0, 1)?.squeeze(1)?)
     }
 }
 
@@ -128,6 +134,16 @@ impl RoFormerModel {
         self.embeddings.word_embeddings().dtype()
     }
 
+    /// Switches the encoder's linear layers to `quantization` (once, after loading): int8
+    /// weights per output channel and int8 activations per row, on the CPU, from f32 weights.
+    /// A model loaded for training, on a GPU or in half precision is refused.
+    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        match quantization {
+            Quantization::None => Ok(()),
+            Quantization::Int8 => self.encoder.quantize(),
+        }
+    }
+
     /// junnyu's pooler, when the checkpoint carries `roformer.pooler.dense`.
     pub fn pooler(&self) -> Option<&Pooler> {
         self.pooler.as_ref()
@@ -139,24 +155,23 @@ impl RoFormerModel {
 
     /// The last hidden state, (batch, seq, hidden).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        self.run(inputs, false, None, None)
+        self.run(&self.batch(inputs)?, false, None, None)
     }
 
     /// Every hidden state: the embedding output and each layer's output (num_hidden_layers + 1).
     pub fn forward_hidden_states(&self, inputs: Inputs) -> Result<Vec<Tensor>> {
         let mut states = Vec::with_capacity(self.config.num_hidden_layers + 1);
-        self.run(inputs, false, None, Some(&mut states))?;
+        self.run(&self.batch(inputs)?, false, None, Some(&mut states))?;
         Ok(states)
     }
 
-    /// One forward pass: `causal` masks future tokens, `dropout` is set in training.
-    pub(crate) fn run(
-        &self,
-        inputs: Inputs,
-        causal: bool,
-        dropout: Option<&DropoutRng>,
-        hidden_states: Option<&mut Vec<Tensor>>,
-    ) -> Result<Tensor> {
+    /// Whether the fused CPU kernels run this model, which lets batches be packed without padding.
+    pub(crate) fn runs_fused(&self) -> bool {
+        crate::kernels::fits(self.word_embeddings())
+    }
+
+    /// `inputs` as a padded batch, after checking their shapes.
+    pub(crate) fn batch(&self, inputs: Inputs) -> Result<Batch> {
         let input_ids = inputs.input_ids;
         let (batch, len) = input_ids.dims2().map_err(|_| {
             Error::Input(format!("input_ids has shape {:?}, expected (batch, seq)", input_ids.dims()))
@@ -164,31 +179,52 @@ impl RoFormerModel {
         if batch == 0 || len == 0 {
             return Err(Error::Input(format!("input_ids has shape {:?}: no tokens", input_ids.dims())));
         }
-        let zeros;
-        let token_type_ids = match inputs.token_type_ids {
-            Some(t) => t,
-            None => {
-                zeros = input_ids.zeros_like()?;
-                &zeros
+        let types = match inputs.token_type_ids {
+            Some(t) => {
+                check_same_shape("token_type_ids", t, (batch, len))?;
+                t.clone()
             }
+            None => input_ids.zeros_like()?,
         };
-        check_same_shape("token_type_ids", token_type_ids, (batch, len))?;
-        let keep = match inputs.attention_mask {
-            Some(mask) => {
-                check_same_shape("attention_mask", mask, (batch, len))?;
-                let mask = mask.to_dtype(DType::F32)?.to_device(self.device())?;
-                // An all-ones mask masks nothing: skip it.
-                if mask.min_all()?.to_scalar::<f32>()? == 1.0 {
-                    None
-                } else {
-                    Some(mask)
-                }
-            }
-            None => None,
-        };
-        let pass = Pass::new(batch, len, keep, causal, self.rotary.tables(len)?, dropout);
+        if let Some(mask) = inputs.attention_mask {
+            check_same_shape("attention_mask", mask, (batch, len))?;
+        }
+        Ok(Batch::Padded { ids: input_ids.clone(), types, mask: inputs.attention_mask.cloned() })
+    }
 
-        let xs = self.embeddings.forward(input_ids, token_type_ids, &pass)?;
+    /// One forward pass: `causal` masks future tokens, `dropout` is set in training. The result is
+    /// (batch, seq, hidden) for a padded batch and (tokens, hidden) for a packed one.
+    pub(crate) fn run(
+        &self,
+        batch: &Batch,
+        causal: bool,
+        dropout: Option<&DropoutRng>,
+        hidden_states: Option<&mut Vec<Tensor>>,
+    ) -> Result<Tensor> {
+        let (ids, types, layout, longest) = match batch {
+            Batch::Padded { ids, types, mask } => {
+                let (b, len) = ids.dims2()?;
+                let keep = match mask {
+                    Some(mask) => {
+                        let mask = mask.to_dtype(DType::F32)?.to_device(self.device())?;
+                        // An all-ones mask masks nothing: skip it.
+                        if mask.min_all()?.to_scalar::<f32>()? == 1.0 {
+                            None
+                        } else {
+                            Some(mask)
+                        }
+                    }
+                    None => None,
+                };
+                (ids, types, Layout::Padded { batch: b, len, keep }, len)
+            }
+            Batch::Packed { ids, types, spans } => {
+                let longest = spans.iter().map(|s| s.1).max().unwrap_or(0);
+                (ids, types, Layout::Packed { spans: spans.clone() }, longest)
+            }
+        };
+        let pass = Pass::new(layout, causal, self.rotary.tables(longest)?, dropout);
+        let xs = self.embeddings.forward(ids, types, &pass)?;
         let xs = match &self.embeddings_project {
             Some(project) => project.forward(&xs)?,
             None => xs,

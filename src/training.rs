@@ -24,13 +24,12 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 
 pub use crate::tokenizer::train_wordpiece;
 
-use crate::batching::{batch_tensors, run_by_length};
+use crate::batching::{run_by_length, Batch};
 use crate::checkpoint::Checkpoint;
 use crate::config::{Config, ProblemType};
 use crate::error::{Error, Result};
 use crate::heads::RoFormerForSequenceClassification;
 use crate::layers::{DropoutRng, SplitMix64};
-use crate::model::Inputs;
 use crate::tokenizer::{Encoded, Tokenizer};
 
 /// The target of one example.
@@ -276,11 +275,10 @@ impl Trainer {
             return Err(Error::Input(format!("batch index {bad} is past the {} examples", examples.len())));
         }
         let encodings: Vec<&Encoded> = batch.iter().map(|&i| &examples[i].encoding).collect();
-        let (ids, types, mask) = batch_tensors(&encodings, self.pad_id, &self.device)?;
+        let inputs = Batch::new(&encodings, self.pad_id, &self.device, false)?;
         let targets: Vec<&Target> = batch.iter().map(|&i| &examples[i].target).collect();
         let targets = self.targets(&targets)?;
-        let inputs = Inputs { input_ids: &ids, token_type_ids: Some(&types), attention_mask: Some(&mask) };
-        let logits = self.model.run(inputs, Some(&self.dropout))?;
+        let logits = self.model.run(&inputs, Some(&self.dropout))?;
         let loss = self.loss(&logits, &targets)?;
         let mut grads = loss.backward()?;
         self.clip(&mut grads)?;
@@ -296,8 +294,8 @@ impl Trainer {
     /// Logits of examples in eval mode (no dropout), in input order.
     pub fn predict(&self, examples: &[Example], batch_size: usize) -> Result<Vec<Vec<f32>>> {
         let encodings: Vec<&Encoded> = examples.iter().map(|e| &e.encoding).collect();
-        run_by_length(&encodings, batch_size, self.pad_id, &self.device, |inputs, _| {
-            Ok(self.model.forward(inputs)?.detach().to_vec2::<f32>()?)
+        run_by_length(&encodings, batch_size, self.pad_id, &self.device, false, |batch, _| {
+            Ok(self.model.run(batch, None)?.detach().to_vec2::<f32>()?)
         })
     }
 

@@ -66,6 +66,9 @@ pub struct RunArgs {
     /// f32, f16 or bf16.
     #[arg(long, default_value = "f32")]
     pub dtype: String,
+    /// none, or int8: int8 linear layers in the encoder (CPU only).
+    #[arg(long, default_value = "none")]
+    pub quantize: roformer::Quantization,
 }
 
 impl RunArgs {
@@ -73,7 +76,8 @@ impl RunArgs {
         let mut options = PipelineOptions::default()
             .with_device(parse_device(&self.device)?)
             .with_dtype(parse_dtype(&self.dtype)?)
-            .with_batch_size(self.batch_size);
+            .with_batch_size(self.batch_size)
+            .with_quantization(self.quantize);
         if let Some(n) = self.max_length {
             options = options.with_max_length(n);
         }

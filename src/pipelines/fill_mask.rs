@@ -45,13 +45,14 @@ impl FillMask {
         let tokenizer = &pipeline.tokenizer;
         let mask_id = tokenizer.token_id(&tokenizer.special_tokens().mask)?;
         let encodings = tokenizer.encode_batch(texts)?;
-        pipeline.run(&encodings, |inputs, batch| {
-            let logits = pipeline.model.forward(inputs)?;
-            let mut rows = Vec::with_capacity(batch.len());
-            for (b, e) in batch.iter().enumerate() {
+        let packed = pipeline.model.roformer().runs_fused();
+        pipeline.run(&encodings, packed, |batch, encodings| {
+            let logits = pipeline.model.run(batch)?;
+            let mut rows = Vec::with_capacity(encodings.len());
+            for (b, e) in encodings.iter().enumerate() {
                 let mut masks = Vec::new();
                 for (pos, _) in e.input_ids.iter().enumerate().filter(|(_, &id)| id == mask_id) {
-                    let row = logits.get(b)?.get(pos)?.to_dtype(DType::F32)?;
+                    let row = batch.token(&logits, b, pos)?.to_dtype(DType::F32)?;
                     let probs = candle_nn::ops::softmax(&row, 0)?.to_vec1::<f32>()?;
                     let mut ranked: Vec<(usize, f32)> = probs.into_iter().enumerate().collect();
                     ranked.sort_by(|x, y| y.1.total_cmp(&x.1));

@@ -13,11 +13,11 @@ pub use options::PipelineOptions;
 pub use sentence_encoder::{cosine_similarity, Pooling, SentenceEncoder};
 pub use text_classifier::{Classification, TextClassifier};
 
-use crate::batching::run_by_length;
+use crate::batching::{run_by_length, Batch};
 use crate::checkpoint::{Checkpoint, Load};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model::Inputs;
+use crate::quantization::Quantize;
 use crate::tokenizer::{Encoded, Tokenizer, Truncation};
 
 /// Model, tokenizer and config of one checkpoint, with the thread pool its work runs on.
@@ -31,7 +31,7 @@ struct Pipeline<M> {
     pool: rayon::ThreadPool,
 }
 
-impl<M: Load + Sync> Pipeline<M> {
+impl<M: Load + Quantize + Sync> Pipeline<M> {
     /// Loads from a folder or a Hub id, truncating inputs to `max_length` (longest first).
     fn load(model: &Path, options: PipelineOptions) -> Result<Self> {
         if options.batch_size == 0 {
@@ -45,7 +45,8 @@ impl<M: Load + Sync> Pipeline<M> {
         let mut tokenizer = Tokenizer::from_dir(&dir)?;
         let max_length = options.max_length.or(tokenizer.model_max_length()).unwrap_or(512);
         tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_length))?;
-        let model = Checkpoint::open(&dir)?.load(&config, options.dtype, &options.device)?;
+        let mut model: M = Checkpoint::open(&dir)?.load(&config, options.dtype, &options.device)?;
+        model.quantize(options.quantization)?;
         let threads =
             options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let pool = rayon::ThreadPoolBuilder::new()
@@ -62,12 +63,20 @@ impl<M: Load + Sync> Pipeline<M> {
     fn run<T: Send>(
         &self,
         encodings: &[Encoded],
-        forward: impl Fn(Inputs, &[&Encoded]) -> Result<Vec<T>> + Send + Sync,
+        packed: bool,
+        forward: impl Fn(&Batch, &[&Encoded]) -> Result<Vec<T>> + Send + Sync,
     ) -> Result<Vec<T>> {
         let encodings: Vec<&Encoded> = encodings.iter().collect();
         let device = &self.options.device;
         self.pool.install(|| {
-            run_by_length(&encodings, self.options.batch_size, self.tokenizer.pad_id(), device, &forward)
+            run_by_length(
+                &encodings,
+                self.options.batch_size,
+                self.tokenizer.pad_id(),
+                device,
+                packed,
+                &forward,
+            )
         })
     }
 }

@@ -6,6 +6,7 @@ use candle_core::{DType, Device};
 
 use crate::hub::HubOptions;
 use crate::pipelines::Pooling;
+use crate::quantization::Quantization;
 
 /// Where and how a pipeline runs. Start from `PipelineOptions::default()` and chain `with_*`:
 ///
@@ -31,6 +32,8 @@ pub struct PipelineOptions {
     pub pooling: Option<Pooling>,
     /// Scale embeddings to unit length; `None` lets the checkpoint decide (see [`crate::SentenceEncoder`]).
     pub normalize: Option<bool>,
+    /// Int8 linear layers in the encoder (CPU only), or none.
+    pub quantization: Quantization,
     /// Threads of the pipeline's own pool on the CPU; `None` means one per core.
     pub threads: Option<usize>,
     /// Cache, server, offline mode and token for Hub ids.
@@ -47,6 +50,7 @@ impl Default for PipelineOptions {
             revision: None,
             pooling: None,
             normalize: None,
+            quantization: Quantization::None,
             threads: None,
             hub: HubOptions::from_env(),
         }
@@ -93,6 +97,12 @@ impl PipelineOptions {
     /// Whether sentence embeddings are scaled to unit length.
     pub fn with_normalize(mut self, normalize: bool) -> Self {
         self.normalize = Some(normalize);
+        self
+    }
+
+    /// Int8 linear layers in the encoder (CPU only, from f32 weights).
+    pub fn with_quantization(mut self, quantization: Quantization) -> Self {
+        self.quantization = quantization;
         self
     }
 

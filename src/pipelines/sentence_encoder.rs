@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Module, Tensor, D};
+use candle_core::DType;
 
 use super::{Pipeline, PipelineOptions};
 use crate::config::Config;
@@ -89,13 +89,14 @@ impl SentenceEncoder {
     /// One embedding per encoding from [`SentenceEncoder::tokenizer`], in input order.
     pub fn encode_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Vec<f32>>> {
         let pipeline = &self.pipeline;
-        pipeline.run(encodings, |inputs, _| {
-            let hidden = pipeline.model.forward(inputs)?;
+        let packed = pipeline.model.runs_fused();
+        pipeline.run(encodings, packed, |batch, _| {
+            let hidden = pipeline.model.run(batch, false, None, None)?;
             let pooled = match self.pooling {
-                Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
-                Pooling::Mean => mean_pool(&hidden, inputs.attention_mask)?,
+                Pooling::Cls => batch.first_tokens(&hidden)?,
+                Pooling::Mean => batch.mean(&hidden)?,
                 Pooling::Pooler => match pipeline.model.pooler() {
-                    Some(pooler) => pooler.forward(&hidden)?,
+                    Some(pooler) => pooler.pool(&batch.first_tokens(&hidden)?)?,
                     None => return Err(Error::Input("the checkpoint has no pooler".into())),
                 },
             };
@@ -144,15 +145,6 @@ impl SentenceEncoder {
     pub fn path(&self) -> &Path {
         &self.pipeline.dir
     }
-}
-
-/// Masked mean of the last hidden state over real tokens, (batch, hidden).
-fn mean_pool(sequence_output: &Tensor, attention_mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-    let Some(mask) = attention_mask else { return sequence_output.mean(1) };
-    let mask = mask.to_dtype(sequence_output.dtype())?.unsqueeze(D::Minus1)?;
-    let summed = sequence_output.broadcast_mul(&mask)?.sum(1)?;
-    let counts = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
-    summed.broadcast_div(&counts)
 }
 
 /// Cosine similarity of two vectors (0 when either is all zeros).

@@ -113,11 +113,12 @@ impl TextClassifier {
     /// One prediction per encoding from [`TextClassifier::tokenizer`], in input order.
     pub fn classify_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Classification>> {
         let pipeline = &self.pipeline;
-        pipeline.run(encodings, |inputs, batch| {
-            let logits = pipeline.model.forward(inputs)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+        let packed = pipeline.model.roformer().runs_fused();
+        pipeline.run(encodings, packed, |batch, encodings| {
+            let logits = pipeline.model.run(batch, None)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
             Ok(logits
                 .into_iter()
-                .zip(batch)
+                .zip(encodings)
                 .map(|(logits, e)| Classification::from_logits(&pipeline.config, logits, e.truncated))
                 .collect())
         })

@@ -1,0 +1,292 @@
+//! Multi-head self-attention with RoFormer's rotation, fused: from the packed projections
+//! (tokens, 3 × hidden) straight to the merged context (tokens, hidden), with no head split or
+//! merge copies, no mask tensor and no (seq × seq) score matrix.
+//!
+//! Tokens form sequences (`Segments`): back to back without padding (varlen), or padded rows
+//! of equal length with a key mask. Each task takes one block of queries of one head of one
+//! sequence and walks the keys block by block with an online softmax (flash attention), so
+//! memory grows linearly with the sequence length.
+
+use candle_core::{Result, Tensor};
+use rayon::prelude::*;
+
+use super::{math, multiversion, tensor, SendPtr, View};
+
+/// Queries per task, and keys per step of the online softmax.
+const QUERY_BLOCK: usize = 64;
+const KEY_BLOCK: usize = 256;
+
+/// How tokens form sequences.
+pub(crate) struct Segments<'a> {
+    /// (first token, length) of each sequence.
+    pub spans: &'a [(usize, usize)],
+    /// Per token: 0 where it may be attended to, f32::MIN where it is padding. transformers adds
+    /// the dtype's minimum too, so rows whose every key is masked come out alike (uniform).
+    pub key_bias: Option<&'a [f32]>,
+    /// Whether each query sees only itself and earlier keys.
+    pub causal: bool,
+}
+
+/// The attention of `qkv` (tokens, 3 × heads × head_dim): queries, keys and values side by side.
+/// `cos` and `sin` are (positions, head_dim / 2) tables covering the longest sequence.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention(
+    qkv: &Tensor,
+    segments: &Segments,
+    cos: &Tensor,
+    sin: &Tensor,
+    heads: usize,
+    head_dim: usize,
+    rotary_value: bool,
+) -> Result<Tensor> {
+    let (tokens, width) = qkv.dims2()?;
+    let hidden = heads * head_dim;
+    if width != 3 * hidden {
+        candle_core::bail!("attention: qkv width {width} is not 3 × {hidden}")
+    }
+    let longest = segments.spans.iter().map(|s| s.1).max().unwrap_or(0);
+    if cos.dim(0)? < longest || segments.spans.iter().any(|&(s, l)| s + l > tokens) {
+        candle_core::bail!(
+            "attention: sequences {:?} do not fit {tokens} tokens and the tables",
+            segments.spans
+        )
+    }
+    let (qkv, cos, sin) = (View::new(qkv)?, View::new(cos)?, View::new(sin)?);
+    let qkv = qkv.slice();
+
+    // Rotated (and, for queries, scaled) copies of q and k — and of v when it rotates too.
+    let rotated_width = if rotary_value { 3 * hidden } else { 2 * hidden };
+    let scale = 1.0 / (head_dim as f32).sqrt();
+    if segments.spans.iter().map(|s| s.1).sum::<usize>() != tokens {
+        candle_core::bail!("attention: sequences {:?} do not cover the {tokens} tokens", segments.spans)
+    }
+    // SAFETY: the spans cover every token once (checked above), and each token's row of
+    // `rotated_width` is written in full by its own task.
+    let rotated = unsafe {
+        super::written_by(tokens * rotated_width, |rotated| {
+            let rotated_ptr = SendPtr(rotated);
+            segments.spans.par_iter().for_each(|&(start, len)| {
+                (0..len).into_par_iter().with_min_len(16).for_each(|pos| {
+                    let t = start + pos;
+                    let row = std::slice::from_raw_parts_mut(
+                        rotated_ptr.get().add(t * rotated_width),
+                        rotated_width,
+                    );
+                    let half = head_dim / 2;
+                    let (c, s) = (
+                        &cos.slice()[pos * half..pos * half + half],
+                        &sin.slice()[pos * half..pos * half + half],
+                    );
+                    rotate(&qkv[t * width..t * width + rotated_width], row, c, s, head_dim, hidden, scale);
+                });
+            });
+        })
+    };
+
+    let mut out = Vec::with_capacity(tokens * hidden);
+    let out_ptr = SendPtr(out.as_mut_ptr());
+    let tasks: Vec<(usize, usize, usize)> = segments
+        .spans
+        .iter()
+        .enumerate()
+        .flat_map(|(s, &(_, len))| {
+            (0..heads).flat_map(move |h| (0..len).step_by(QUERY_BLOCK).map(move |q| (s, h, q)))
+        })
+        .collect();
+    let (values, value_width) = if rotary_value { (&rotated[..], rotated_width) } else { (qkv, width) };
+    let rotated = &rotated[..];
+    tasks.into_par_iter().for_each(|(s, h, q0)| {
+        let (start, len) = segments.spans[s];
+        let rows = QUERY_BLOCK.min(len - q0);
+        let job = Block {
+            rotated,
+            rotated_width,
+            values,
+            value_width,
+            hidden,
+            head: h,
+            head_dim,
+            start,
+            len,
+            q0,
+            rows,
+            key_bias: segments.key_bias.map(|b| &b[start..start + len]),
+            causal: segments.causal,
+        };
+        let mut context = vec![0f32; rows * head_dim];
+        job.run(&mut context);
+        for (i, row) in context.chunks(head_dim).enumerate() {
+            // SAFETY: this task alone writes these columns of these rows.
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    out_ptr.get().add((start + q0 + i) * hidden + h * head_dim),
+                    head_dim,
+                )
+            };
+            dst.copy_from_slice(row);
+        }
+    });
+    // SAFETY: the tasks covered every (token, head) cell: each span's rows, all heads.
+    unsafe { out.set_len(tokens * hidden) };
+    tensor(out, &[tokens, hidden])
+}
+
+multiversion! {
+    /// Rotates interleaved pairs of every head of q and k (and v), scaling q, into `dst`.
+    fn rotate(src: &[f32], dst: &mut [f32], cos: &[f32], sin: &[f32], head_dim: usize, hidden: usize, scale: f32) {
+        let half = head_dim / 2;
+        for (part, (src, dst)) in src.chunks(hidden).zip(dst.chunks_mut(hidden)).enumerate() {
+            let factor = if part == 0 { scale } else { 1.0 };
+            for (src, dst) in src.chunks(head_dim).zip(dst.chunks_mut(head_dim)) {
+                for i in 0..half {
+                    let (x0, x1) = (src[2 * i], src[2 * i + 1]);
+                    dst[2 * i] = (x0 * cos[i] - x1 * sin[i]) * factor;
+                    dst[2 * i + 1] = (x0 * sin[i] + x1 * cos[i]) * factor;
+                }
+            }
+        }
+    }
+}
+
+/// One task: `rows` queries from `q0` of one head of one sequence, against all its keys.
+struct Block<'a> {
+    rotated: &'a [f32],
+    rotated_width: usize,
+    values: &'a [f32],
+    value_width: usize,
+    hidden: usize,
+    head: usize,
+    head_dim: usize,
+    start: usize,
+    len: usize,
+    q0: usize,
+    rows: usize,
+    key_bias: Option<&'a [f32]>,
+    causal: bool,
+}
+
+impl Block<'_> {
+    fn run(&self, context: &mut [f32]) {
+        let d = self.head_dim;
+        let mut max = vec![f32::NEG_INFINITY; self.rows];
+        let mut sum = vec![0f32; self.rows];
+        let mut scores = vec![0f32; self.rows * KEY_BLOCK.min(self.len)];
+        for k0 in (0..self.len).step_by(KEY_BLOCK) {
+            let cols = KEY_BLOCK.min(self.len - k0);
+            let scores = &mut scores[..self.rows * cols];
+            // Scores = Q Kᵀ for this block of keys (q is already scaled).
+            let q = &self.rotated[(self.start + self.q0) * self.rotated_width + self.head * d..];
+            let k = &self.rotated[(self.start + k0) * self.rotated_width + self.hidden + self.head * d..];
+            // SAFETY: the strides stay inside `rotated` for rows × d and cols × d elements.
+            unsafe {
+                gemm::gemm(
+                    self.rows,
+                    cols,
+                    d,
+                    scores.as_mut_ptr(),
+                    1,
+                    cols as isize,
+                    false,
+                    q.as_ptr(),
+                    1,
+                    self.rotated_width as isize,
+                    k.as_ptr(),
+                    self.rotated_width as isize,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+            let bias = self.key_bias.map(|b| &b[k0..k0 + cols]);
+            let first_query = self.q0;
+            softmax_step(scores, cols, bias, self.causal, first_query, k0, &mut max, &mut sum, context, d);
+            // Context += P V for this block of keys.
+            let v = &self.values[(self.start + k0) * self.value_width + 2 * self.hidden + self.head * d..];
+            // SAFETY: as above, for cols × d values.
+            unsafe {
+                gemm::gemm(
+                    self.rows,
+                    d,
+                    cols,
+                    context.as_mut_ptr(),
+                    1,
+                    d as isize,
+                    true,
+                    scores.as_ptr(),
+                    1,
+                    cols as isize,
+                    v.as_ptr(),
+                    1,
+                    self.value_width as isize,
+                    1.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+        }
+        finish(context, &sum, d);
+    }
+}
+
+multiversion! {
+    /// One step of the online softmax: masks the block's scores, turns them into weights against
+    /// each row's running maximum, and rescales what the context and sums hold so far.
+    #[allow(clippy::too_many_arguments)]
+    fn softmax_step(
+        scores: &mut [f32],
+        cols: usize,
+        bias: Option<&[f32]>,
+        causal: bool,
+        first_query: usize,
+        first_key: usize,
+        max: &mut [f32],
+        sum: &mut [f32],
+        context: &mut [f32],
+        d: usize,
+    ) {
+        for (i, row) in scores.chunks_mut(cols).enumerate() {
+            if let Some(bias) = bias {
+                row.iter_mut().zip(bias).for_each(|(s, b)| *s += b);
+            }
+            if causal {
+                let query = first_query + i;
+                for (j, s) in row.iter_mut().enumerate() {
+                    let masked = first_key + j > query;
+                    let padded = bias.is_some_and(|b| b[j] != 0.0);
+                    if masked && !padded {
+                        *s += f32::MIN;
+                    }
+                }
+            }
+            let block_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let new_max = max[i].max(block_max);
+            let correction = math::exp(max[i] - new_max);
+            let mut block_sum = [0f32; 16];
+            for chunk in row.chunks_mut(16) {
+                for (lane, s) in chunk.iter_mut().enumerate() {
+                    *s = math::exp(*s - new_max);
+                    block_sum[lane] += *s;
+                }
+            }
+            sum[i] = sum[i] * correction + block_sum.iter().sum::<f32>();
+            max[i] = new_max;
+            context[i * d..i * d + d].iter_mut().for_each(|c| *c *= correction);
+        }
+    }
+}
+
+multiversion! {
+    fn finish(context: &mut [f32], sum: &[f32], d: usize) {
+        for (row, &s) in context.chunks_mut(d).zip(sum) {
+            let inv = 1.0 / s;
+            row.iter_mut().for_each(|c| *c *= inv);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The post-norm of every sublayer: `norm(x + residual)` in one pass over each row.
+
+use candle_core::{Result, Tensor};
+use rayon::prelude::*;
+
+use super::{multiversion, tensor, View};
+
+/// `x + residual`, normalised over the last dimension: LayerNorm with `affine` (weight, bias),
+/// or the weightless RMS norm without.
+pub(crate) fn add_norm(
+    xs: &Tensor,
+    residual: Option<&Tensor>,
+    affine: Option<(&Tensor, &Tensor)>,
+    eps: f64,
+) -> Result<Tensor> {
+    let width = *xs.dims().last().unwrap_or(&0);
+    let xs_c = xs.contiguous()?;
+    let x = View::new(&xs_c)?;
+    let residual_c = residual.map(Tensor::contiguous).transpose()?;
+    let r = residual_c.as_ref().map(View::new).transpose()?;
+    if let Some(r) = &r {
+        if r.slice().len() != x.slice().len() {
+            candle_core::bail!(
+                "add_norm: residual {:?} does not match {:?}",
+                residual.map(Tensor::dims),
+                xs.dims()
+            )
+        }
+    }
+    let affine =
+        affine.map(|(w, b)| Ok::<_, candle_core::Error>((View::new(w)?, View::new(b)?))).transpose()?;
+    let mut out = vec![0f32; x.slice().len()];
+    let rows_per_task = (8192 / width.max(1)).max(1);
+    let chunk = rows_per_task * width.max(1);
+    out.par_chunks_mut(chunk).enumerate().for_each(|(i, out)| {
+        let range = i * chunk..i * chunk + out.len();
+        let x = &x.slice()[range.clone()];
+        let r = r.as_ref().map(|r| &r.slice()[range]);
+        let affine = affine.as_ref().map(|(w, b)| (w.slice(), b.slice()));
+        rows(x, r, affine, out, width, eps as f32);
+    });
+    tensor(out, xs.dims())
+}
+
+multiversion! {
+    fn rows(x: &[f32], r: Option<&[f32]>, affine: Option<(&[f32], &[f32])>, out: &mut [f32], width: usize, eps: f32) {
+        for (row, out) in out.chunks_mut(width).enumerate() {
+            let x = &x[row * width..row * width + width];
+            match r {
+                Some(r) => {
+                    let r = &r[row * width..row * width + width];
+                    out.iter_mut().zip(x.iter().zip(r)).for_each(|(o, (a, b))| *o = a + b);
+                }
+                None => out.copy_from_slice(x),
+            }
+            let n = width as f32;
+            match affine {
+                Some((w, b)) => {
+                    let mean = out.iter().sum::<f32>() / n;
+                    let var = out.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+                    let inv = 1.0 / (var + eps).sqrt();
+                    out.iter_mut().zip(w.iter().zip(b)).for_each(|(o, (w, b))| *o = (*o - mean) * inv * w + b);
+                }
+                None => {
+                    let inv = 1.0 / (out.iter().map(|v| v * v).sum::<f32>() / n + eps).sqrt();
+                    out.iter_mut().for_each(|o| *o *= inv);
+                }
+            }
+        }
+    }
+}
