@@ -9,6 +9,7 @@ mod hub;
 mod model_behaviour;
 mod model_parity;
 mod pipelines;
+mod quantization;
 mod tokenizer_behaviour;
 mod tokenizer_parity;
 mod training;
