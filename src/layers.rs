@@ -96,7 +96,10 @@ impl Linear {
     pub fn quantize(&mut self) -> crate::Result<()> {
         let (values, n, k) = match &self.weight {
             Weight::Int8(_) => return Ok(()),
-            Weight::Packed(packed) => (packed.unpack(), packed.n(), packed.k()),
+            Weight::Packed(packed) => {
+                self.weight = Weight::Int8(Arc::new(PackedI8::from_f32(packed)));
+                return Ok(());
+            }
             Weight::Dense(weight) if weight.is_variable() => {
                 return Err(crate::Error::Input("a model loaded for training cannot be quantized".into()))
             }

@@ -104,18 +104,9 @@ impl PackedF32 {
         self.n
     }
 
-    /// The weight back as (n, k) row-major.
-    pub fn unpack(&self) -> Vec<f32> {
-        let (n, k) = (self.n, self.k);
-        let panels = self.panels.as_slice();
-        let mut w = vec![0f32; n * k];
-        w.par_chunks_mut(k).enumerate().for_each(|(j, row)| {
-            let (p, c) = (j / NR, j % NR);
-            for (kk, v) in row.iter_mut().enumerate() {
-                *v = panels[(p * k + kk) * NR + c];
-            }
-        });
-        w
+    /// Panel `p`: k steps of 32 columns.
+    pub fn panel(&self, p: usize) -> &[f32] {
+        &self.panels.as_slice()[p * self.k * NR..(p + 1) * self.k * NR]
     }
 
     pub fn k(&self) -> usize {
