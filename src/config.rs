@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
 use crate::error::{Error, Result};
+use crate::rope_scaling::RopeScaling;
 
 /// What a sequence-classification head computes, as transformers' `problem_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,15 +21,26 @@ pub enum ProblemType {
     MultiLabelClassification,
 }
 
-/// Normalisation layer of junnyu's checkpoints (`norm_type`); RoFormer v2 uses `rms_norm`.
+/// Normalisation layer of junnyu's checkpoints (`norm_type`): `layer_norm`, or any other value
+/// for RoFormer v2's weightless norm, as junnyu's code decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", from = "String")]
 pub enum NormType {
     /// LayerNorm with weight and bias.
     #[default]
     LayerNorm,
     /// A weightless RMS norm: `x / sqrt(mean(x²) + eps)`.
     RmsNorm,
+}
+
+impl From<String> for NormType {
+    fn from(name: String) -> Self {
+        if name == "layer_norm" {
+            NormType::LayerNorm
+        } else {
+            NormType::RmsNorm
+        }
+    }
 }
 
 /// Which token multiple choice summarises (transformers' `summary_type`, default `last`).
@@ -263,6 +275,7 @@ impl Config {
                 return Err(Error::config(field, format!("{p} is not a probability in [0, 1)")));
             }
         }
+        self.rope()?;
         if let Some(id2label) = &self.id2label {
             if let Some(n) = self.num_labels {
                 if n != id2label.len() {
@@ -277,6 +290,62 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The RoPE scaling this config asks for: `rope_scaling`, or transformers 5's `rope_parameters`
+    /// (`rope_type` or `type`: linear, dynamic, yarn; `default` means none).
+    pub fn rope_scaling(&self) -> Result<Option<RopeScaling>> {
+        Ok(self.rope()?.0)
+    }
+
+    /// The rotary base: `rope_theta` inside the scaling dict, else at the top level, else 10000.
+    /// Another base with the default type is NTK-aware scaling with a fixed base.
+    pub fn rope_theta(&self) -> Result<f64> {
+        Ok(self.rope()?.1)
+    }
+
+    /// Sets or clears the RoPE scaling; a saved config holds it as `rope_scaling`.
+    pub fn set_rope_scaling(&mut self, scaling: Option<RopeScaling>) {
+        match scaling {
+            Some(scaling) => {
+                self.extra.insert("rope_scaling".into(), scaling.to_json());
+            }
+            None => {
+                self.extra.remove("rope_scaling");
+            }
+        }
+        // transformers lets `rope_scaling` win over `rope_parameters`; keep only the base of the latter.
+        if let Some(serde_json::Value::Object(parameters)) = self.extra.get_mut("rope_parameters") {
+            parameters.retain(|k, _| k == "rope_theta");
+        }
+    }
+
+    fn rope(&self) -> Result<(Option<RopeScaling>, f64)> {
+        let mut theta = None;
+        let mut scaling = None;
+        for key in ["rope_parameters", "rope_scaling"] {
+            match self.extra.get(key) {
+                None | Some(serde_json::Value::Null) => {}
+                Some(value) => {
+                    let (s, t) = RopeScaling::from_json(value).map_err(|m| Error::config(key, m))?;
+                    theta = t.or(theta);
+                    if s.is_some() || key == "rope_scaling" {
+                        scaling = s;
+                    }
+                }
+            }
+        }
+        let theta = match theta {
+            Some(t) => t,
+            None => match self.extra.get("rope_theta") {
+                None | Some(serde_json::Value::Null) => 10000.0,
+                Some(v) => v.as_f64().ok_or_else(|| Error::config("rope_theta", "must be a number"))?,
+            },
+        };
+        if !(theta.is_finite() && theta > 1.0) {
+            return Err(Error::config("rope_theta", format!("{theta} must be a number above 1")));
+        }
+        Ok((scaling, theta))
     }
 
     /// Width of the embeddings: `embedding_size`, else `hidden_size`.
@@ -318,9 +387,10 @@ impl Config {
         self.use_bias.unwrap_or(true)
     }
 
-    /// The activation of junnyu's pooler; BERT's tanh unless the config says otherwise.
+    /// The activation of junnyu's pooler. Only the sim checkpoints carry a pooler, and their
+    /// authors run it linear, while their published configs may omit the key: linear by default.
     pub fn pooler_activation(&self) -> Activation {
-        self.pooler_activation.unwrap_or(Activation::Tanh)
+        self.pooler_activation.unwrap_or(Activation::Linear)
     }
 }
 
@@ -358,7 +428,35 @@ mod tests {
         assert_eq!(c.problem_type(), ProblemType::SingleLabelClassification);
         assert_eq!(
             (c.norm_type(), c.use_bias(), c.pooler_activation()),
-            (NormType::LayerNorm, true, Activation::Tanh)
+            (NormType::LayerNorm, true, Activation::Linear)
         );
+        let v2 = Config::from_json(r#"{"norm_type": "rms", "use_bias": false}"#).unwrap();
+        assert_eq!((v2.norm_type(), v2.use_bias()), (NormType::RmsNorm, false));
+    }
+
+    #[test]
+    fn rope_scaling_reads_both_key_forms_and_names_bad_fields() {
+        let c = Config::from_json(r#"{"rope_scaling": {"type": "linear", "factor": 2.0}}"#).unwrap();
+        assert_eq!(c.rope_scaling().unwrap(), Some(RopeScaling::Linear { factor: 2.0 }));
+        let c = Config::from_json(r#"{"rope_parameters": {"rope_type": "default", "rope_theta": 40000.0}}"#)
+            .unwrap();
+        assert_eq!((c.rope_scaling().unwrap(), c.rope_theta().unwrap()), (None, 40000.0));
+        let c = Config::from_json(
+            r#"{"rope_theta": 5e5, "rope_scaling": {"rope_type": "dynamic", "factor": 4}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.rope_scaling().unwrap(), c.rope_theta().unwrap()),
+            (Some(RopeScaling::Dynamic { factor: 4.0 }), 5e5)
+        );
+        assert_eq!(field_of(r#"{"rope_scaling": {"rope_type": "linear"}}"#), "rope_scaling");
+        assert_eq!(field_of(r#"{"rope_scaling": {"rope_type": "longrope", "factor": 2}}"#), "rope_scaling");
+        assert_eq!(field_of(r#"{"rope_scaling": {"rope_type": "linear", "factor": 0.5}}"#), "rope_scaling");
+        assert_eq!(field_of(r#"{"rope_theta": 0.5}"#), "rope_theta");
+        // An override is saved as rope_scaling and read back.
+        let mut c = Config::default();
+        c.set_rope_scaling(Some("yarn:4".parse().unwrap()));
+        let again = Config::from_json(&c.to_json()).unwrap();
+        assert!(matches!(again.rope_scaling().unwrap(), Some(RopeScaling::Yarn(y)) if y.factor == 4.0));
     }
 }

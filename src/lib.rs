@@ -43,6 +43,7 @@ mod ops;
 mod pass;
 mod pipelines;
 mod quantization;
+mod rope_scaling;
 mod rotary;
 mod tokenizer;
 pub mod training;
@@ -62,6 +63,7 @@ pub use pipelines::{
     TextClassifier,
 };
 pub use quantization::Quantization;
+pub use rope_scaling::{RopeScaling, Yarn};
 pub use tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
 
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.

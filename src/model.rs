@@ -92,10 +92,18 @@ impl RoFormerModel {
     /// Builds the model from the weights under `vb`: the root of a bare-model checkpoint, or the
     /// `roformer` prefix of a task model's.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        Ok(Self::load_inner(vb, config)?)
+        let rotary = RotaryEmbedding::new(
+            config.head_dim(),
+            config.rope_theta()?,
+            config.rope_scaling()?,
+            config.max_position_embeddings,
+            vb.dtype(),
+            vb.device(),
+        );
+        Ok(Self::load_inner(vb, config, rotary)?)
     }
 
-    fn load_inner(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
+    fn load_inner(vb: VarBuilder, config: &Config, rotary: RotaryEmbedding) -> candle_core::Result<Self> {
         let embeddings = Embeddings::load(vb.pp("embeddings"), config)?;
         let embeddings_project = if config.embedding_size() != config.hidden_size {
             let (e, h) = (config.embedding_size(), config.hidden_size);
@@ -109,14 +117,7 @@ impl RoFormerModel {
         } else {
             None
         };
-        Ok(Self {
-            embeddings,
-            embeddings_project,
-            encoder,
-            pooler,
-            rotary: RotaryEmbedding::new(config.head_dim(), vb.dtype(), vb.device()),
-            config: config.clone(),
-        })
+        Ok(Self { embeddings, embeddings_project, encoder, pooler, rotary, config: config.clone() })
     }
 
     /// The configuration the model was built from.

@@ -1,8 +1,11 @@
-//! Rotary position embedding (RoPE) as RoFormer applies it: interleaved pairs, θ_i = 10000^(-2i/d).
+//! Rotary position embedding (RoPE) as RoFormer applies it: interleaved pairs, θ_i = 10000^(-2i/d),
+//! optionally scaled for inputs past the trained length.
 
 use std::sync::Mutex;
 
 use candle_core::{DType, Device, Result, Tensor};
+
+use crate::rope_scaling::{frequencies, sin_cos_table, Frequencies, RopeScaling};
 
 /// Cos and sin for positions `0..len`, each (len, head_dim / 2), in the model's dtype and device.
 #[derive(Debug, Clone)]
@@ -14,23 +17,37 @@ pub(crate) struct RotaryTables {
 /// The rotary embedding of one model, shared by all its attention layers.
 ///
 /// Tables are computed in f64 and then cast (tables computed in f32 drift by up to 7e-5 at long
-/// positions). One slot holds the tables of the longest input seen so far: a forward at the same
-/// or a shorter length reuses them, a longer one rebuilds them for its own length. Lengths beyond
+/// positions). One slot holds the tables of the longest input seen so far for one set of
+/// frequencies: a forward at the same or a shorter length reuses them, a longer one (or one whose
+/// dynamic scaling asks for other frequencies) rebuilds them for its own length. Lengths beyond
 /// `max_position_embeddings` are fine, since the table is computed, not learned.
 #[derive(Debug)]
 pub(crate) struct RotaryEmbedding {
     head_dim: usize,
+    theta: f64,
+    scaling: Option<RopeScaling>,
+    max_position_embeddings: usize,
     dtype: DType,
     device: Device,
-    slot: Mutex<Option<RotaryTables>>,
+    slot: Mutex<Option<(Frequencies, RotaryTables)>>,
     #[cfg(test)]
     builds: std::sync::atomic::AtomicUsize,
 }
 
 impl RotaryEmbedding {
-    pub fn new(head_dim: usize, dtype: DType, device: &Device) -> Self {
+    pub fn new(
+        head_dim: usize,
+        theta: f64,
+        scaling: Option<RopeScaling>,
+        max_position_embeddings: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Self {
         Self {
             head_dim,
+            theta,
+            scaling,
+            max_position_embeddings,
             dtype,
             device: device.clone(),
             slot: Mutex::new(None),
@@ -39,22 +56,24 @@ impl RotaryEmbedding {
         }
     }
 
-    /// The tables for positions `0..len`.
+    /// The tables for positions `0..len` of a batch whose longest sequence has `len` tokens.
     pub fn tables(&self, len: usize) -> Result<RotaryTables> {
+        let wanted =
+            frequencies(self.scaling.as_ref(), self.theta, self.head_dim, self.max_position_embeddings, len);
         let mut slot = self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let cached = slot.as_ref().filter(|t| t.cos.dim(0).is_ok_and(|n| n >= len));
-        let tables = match cached {
-            Some(tables) => tables,
-            None => slot.insert(self.build(len)?),
+        let cached = slot.as_ref().filter(|(f, t)| *f == wanted && t.cos.dim(0).is_ok_and(|n| n >= len));
+        let (_, tables) = match cached {
+            Some(cached) => cached,
+            None => slot.insert((wanted.clone(), self.build(&wanted, len)?)),
         };
         // Narrowing the leading dimension keeps the tables contiguous, as `rope_i` requires.
         Ok(RotaryTables { cos: tables.cos.narrow(0, 0, len)?, sin: tables.sin.narrow(0, 0, len)? })
     }
 
-    fn build(&self, len: usize) -> Result<RotaryTables> {
+    fn build(&self, frequencies: &Frequencies, len: usize) -> Result<RotaryTables> {
         #[cfg(test)]
         self.builds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (sin, cos) = sin_cos_table(len, self.head_dim);
+        let (sin, cos) = sin_cos_table(frequencies, len, self.head_dim);
         let half = self.head_dim / 2;
         let to_tensor = |v: Vec<f64>| {
             Tensor::from_vec(v, (len, half), &Device::Cpu)?.to_dtype(self.dtype)?.to_device(&self.device)
@@ -66,22 +85,6 @@ impl RotaryEmbedding {
     pub fn builds(&self) -> usize {
         self.builds.load(std::sync::atomic::Ordering::Relaxed)
     }
-}
-
-/// The sin and cos of `pos / 10000^(2i / head_dim)` for `pos < len`, `i < head_dim / 2`, row-major,
-/// computed exactly as transformers' `RoFormerSinusoidalPositionalEmbedding` does (in f64).
-fn sin_cos_table(len: usize, head_dim: usize) -> (Vec<f64>, Vec<f64>) {
-    let half = head_dim / 2;
-    let mut sin = Vec::with_capacity(len * half);
-    let mut cos = Vec::with_capacity(len * half);
-    for pos in 0..len {
-        for i in 0..half {
-            let angle = pos as f64 / 10000f64.powf(2.0 * i as f64 / head_dim as f64);
-            sin.push(angle.sin());
-            cos.push(angle.cos());
-        }
-    }
-    (sin, cos)
 }
 
 /// Applies the rotation to `xs` (batch, heads, seq, head_dim).
@@ -105,7 +108,7 @@ mod tests {
             .expect("fixture");
         let saved = &weights["encoder.embed_positions.weight"];
         let (len, dim) = saved.dims2().unwrap();
-        let rotary = RotaryEmbedding::new(dim, DType::F32, &Device::Cpu);
+        let rotary = RotaryEmbedding::new(dim, 10000.0, None, len, DType::F32, &Device::Cpu);
         let tables = rotary.tables(len).unwrap();
         let ours = Tensor::cat(&[tables.sin, tables.cos], 1).unwrap();
         assert_eq!(ours.to_vec2::<f32>().unwrap(), saved.to_vec2::<f32>().unwrap(), "tables differ");
@@ -113,7 +116,7 @@ mod tests {
 
     #[test]
     fn tables_are_built_for_the_length_in_use_and_reused() {
-        let rotary = RotaryEmbedding::new(16, DType::F32, &Device::Cpu);
+        let rotary = RotaryEmbedding::new(16, 10000.0, None, 512, DType::F32, &Device::Cpu);
         assert_eq!(rotary.builds(), 0);
         assert_eq!(rotary.tables(20).unwrap().cos.dims(), [20, 8]);
         assert_eq!(rotary.builds(), 1);
@@ -126,8 +129,30 @@ mod tests {
         rotary.tables(999).unwrap();
         assert_eq!(rotary.builds(), 2);
         // A short table cut from a long one equals a table built for the short length.
-        let short = RotaryEmbedding::new(16, DType::F32, &Device::Cpu).tables(7).unwrap();
+        let short = RotaryEmbedding::new(16, 10000.0, None, 512, DType::F32, &Device::Cpu).tables(7).unwrap();
         let cut = rotary.tables(7).unwrap();
         assert_eq!(short.cos.to_vec2::<f32>().unwrap(), cut.cos.to_vec2::<f32>().unwrap());
+    }
+
+    #[test]
+    fn dynamic_scaling_rebuilds_for_lengths_past_the_trained_one() {
+        let scaling = Some(RopeScaling::Dynamic { factor: 2.0 });
+        let rotary = RotaryEmbedding::new(16, 10000.0, scaling, 48, DType::F32, &Device::Cpu);
+        // Within the trained length the plain table serves, and is reused.
+        rotary.tables(48).unwrap();
+        rotary.tables(40).unwrap();
+        assert_eq!(rotary.builds(), 1);
+        // Past it, each length has its own base: a rebuild for each new one, reuse for a repeat.
+        let long = rotary.tables(100).unwrap();
+        rotary.tables(100).unwrap();
+        assert_eq!(rotary.builds(), 2);
+        rotary.tables(90).unwrap();
+        assert_eq!(rotary.builds(), 3);
+        // Position 50 rotates slower under the raised base than in the plain table.
+        let plain =
+            RotaryEmbedding::new(16, 10000.0, None, 48, DType::F32, &Device::Cpu).tables(100).unwrap();
+        let (scaled, plain) = (long.cos.to_vec2::<f32>().unwrap(), plain.cos.to_vec2::<f32>().unwrap());
+        assert_eq!(scaled[50][0], plain[50][0], "the fastest frequency is 1 for any base");
+        assert_ne!(scaled[50][7], plain[50][7]);
     }
 }

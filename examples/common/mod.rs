@@ -69,6 +69,9 @@ pub struct RunArgs {
     /// none, or int8: int8 linear layers in the encoder (CPU only).
     #[arg(long, default_value = "none")]
     pub quantize: roformer::Quantization,
+    /// RoPE scaling for inputs past the trained length: linear:4, dynamic:2 or yarn:4.
+    #[arg(long)]
+    pub rope_scaling: Option<roformer::RopeScaling>,
 }
 
 impl RunArgs {
@@ -83,6 +86,9 @@ impl RunArgs {
         }
         if let Some(revision) = &self.revision {
             options = options.with_revision(revision);
+        }
+        if let Some(scaling) = &self.rope_scaling {
+            options = options.with_rope_scaling(scaling.clone());
         }
         Ok(options)
     }

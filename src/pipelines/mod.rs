@@ -41,7 +41,10 @@ impl<M: Load + Quantize + Sync> Pipeline<M> {
             return Err(Error::Input("threads must be at least 1".into()));
         }
         let dir = options.hub.resolve(model, options.revision.as_deref())?;
-        let config = Config::from_file(dir.join("config.json"))?;
+        let mut config = Config::from_file(dir.join("config.json"))?;
+        if let Some(scaling) = &options.rope_scaling {
+            config.set_rope_scaling(Some(scaling.clone()));
+        }
         let mut tokenizer = Tokenizer::from_dir(&dir)?;
         let max_length = options.max_length.or(tokenizer.model_max_length()).unwrap_or(512);
         tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_length))?;

@@ -7,6 +7,7 @@ use candle_core::{DType, Device};
 use crate::hub::HubOptions;
 use crate::pipelines::Pooling;
 use crate::quantization::Quantization;
+use crate::rope_scaling::RopeScaling;
 
 /// Where and how a pipeline runs. Start from `PipelineOptions::default()` and chain `with_*`:
 ///
@@ -34,6 +35,8 @@ pub struct PipelineOptions {
     pub normalize: Option<bool>,
     /// Int8 linear layers in the encoder (CPU only), or none.
     pub quantization: Quantization,
+    /// RoPE scaling for inputs past the trained length, over the checkpoint's own (if any).
+    pub rope_scaling: Option<RopeScaling>,
     /// Threads of the pipeline's own pool on the CPU; `None` means one per core.
     pub threads: Option<usize>,
     /// Cache, server, offline mode and token for Hub ids.
@@ -51,6 +54,7 @@ impl Default for PipelineOptions {
             pooling: None,
             normalize: None,
             quantization: Quantization::None,
+            rope_scaling: None,
             threads: None,
             hub: HubOptions::from_env(),
         }
@@ -103,6 +107,12 @@ impl PipelineOptions {
     /// Int8 linear layers in the encoder (CPU only, from f32 weights).
     pub fn with_quantization(mut self, quantization: Quantization) -> Self {
         self.quantization = quantization;
+        self
+    }
+
+    /// RoPE scaling (`"linear:4".parse()?`, say), over the checkpoint's own.
+    pub fn with_rope_scaling(mut self, rope_scaling: RopeScaling) -> Self {
+        self.rope_scaling = Some(rope_scaling);
         self
     }
 

@@ -5,6 +5,7 @@ mod support;
 mod api;
 
 mod examples;
+mod families;
 mod hub;
 mod model_behaviour;
 mod model_parity;

@@ -19,7 +19,11 @@ pub struct Reference(HashMap<String, Tensor>);
 
 impl Reference {
     pub fn load(model: &str) -> Self {
-        let path = model_fixture(model).join("reference.safetensors");
+        Self::load_file(model, "reference.safetensors")
+    }
+
+    pub fn load_file(model: &str, file: &str) -> Self {
+        let path = model_fixture(model).join(file);
         Self(candle_core::safetensors::load(&path, &Device::Cpu).expect("reference file"))
     }
 
