@@ -17,9 +17,8 @@ const NR: usize = 32;
 const MR: usize = 14;
 /// Dwords (4 bytes of 4 k's) per packed input step: MR rows padded to one cache line.
 const A_STRIDE: usize = 16;
-/// Rows and panels of one task.
-const ROW_BLOCK: usize = 4 * MR;
-const PANEL_GROUP: usize = 8;
+/// Weight steps (of 128 bytes) to prefetch ahead of use.
+const PREFETCH: usize = 24;
 
 /// A weight (n, k) quantized to s8 per output channel and packed: panel p holds columns
 /// 32p..32p+32 as ⌈k/4⌉ steps of 32 columns × 4 consecutive k (128 bytes), zero-padded.
@@ -100,36 +99,36 @@ impl PackedI8 {
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
         let (n, k, k4) = (self.n, self.k, self.k4);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n));
-        let tiles = m.div_ceil(MR);
+        let tiles = super::packed::tiles(m);
         let steps = k4 / 4;
-        // Each tile: `steps` lines of 16 dwords (4 u8 of 4 k's per row), then its rows' scales
+        // Each tile: `steps` lines of 16 dwords (4 u8 of 4 k's per row), and its rows' scales
         // and zero points.
-        let mut packed = Aligned::scratch(tiles * steps * A_STRIDE);
-        let mut row_scales = vec![0f32; tiles * MR];
-        let mut zero_points = vec![0i32; tiles * MR];
+        let mut packed = Aligned::scratch(tiles.len() * steps * A_STRIDE);
+        let mut row_scales = vec![0f32; tiles.len() * MR];
+        let mut zero_points = vec![0i32; tiles.len() * MR];
         packed
             .as_mut_slice()
             .par_chunks_mut(steps * A_STRIDE)
             .zip(row_scales.par_chunks_mut(MR).zip(zero_points.par_chunks_mut(MR)))
-            .enumerate()
-            .for_each(|(t, (dst, (scales, zps)))| {
-                let rows = MR.min(m - t * MR);
-                // SAFETY: f32 and u32 have the same size and alignment; the dwords are filled
-                // byte by byte below.
+            .zip(&tiles)
+            .for_each(|((dst, (scales, zps)), &(row, rows))| {
+                // SAFETY: f32 and u32 have the same size and alignment; every dword the kernel
+                // reads is written below.
                 let dst: &mut [u32] =
                     unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), dst.len()) };
-                quantize_rows(&a[t * MR * k..], k, rows, dst, scales, zps);
+                quantize_rows(&a[row * k..], k, rows, dst, scales, zps);
             });
         let (packed_rows, row_scales, zero_points) = (packed.as_slice(), &row_scales[..], &zero_points[..]);
         let vnni = vnni();
         let out_ptr = SendPtr(out);
         let count = n.div_ceil(NR);
-        let groups = count.div_ceil(PANEL_GROUP);
+        let blocks: Vec<&[(usize, usize)]> =
+            tiles.chunks(super::packed::tiles_per_block(tiles.len())).collect();
+        let group = super::packed::panels_per_task(count, blocks.len());
         let tasks: Vec<(usize, usize)> =
-            (0..m).step_by(ROW_BLOCK).flat_map(|r0| (0..groups).map(move |g| (r0, g))).collect();
-        tasks.into_par_iter().for_each(|(r0, g)| {
-            let rows = ROW_BLOCK.min(m - r0);
-            for p in g * PANEL_GROUP..((g + 1) * PANEL_GROUP).min(count) {
+            (0..blocks.len()).flat_map(|b| (0..count.div_ceil(group)).map(move |g| (b, g))).collect();
+        tasks.into_par_iter().for_each(|(b, g)| {
+            for p in g * group..((g + 1) * group).min(count) {
                 let cols = NR.min(n - p * NR);
                 let mut bias_panel = [0f32; NR];
                 if let Some(bias) = bias {
@@ -141,16 +140,15 @@ impl PackedI8 {
                     bias: &bias_panel,
                 };
                 let panel = &self.panels[p * k4 * NR..(p + 1) * k4 * NR];
-                for i0 in (0..rows).step_by(MR) {
-                    let tile = (r0 + i0) / MR;
-                    let a_tile = &packed_rows[tile * steps * A_STRIDE..(tile + 1) * steps * A_STRIDE];
-                    let rows_here = MR.min(rows - i0);
-                    let row_scale = &row_scales[tile * MR..tile * MR + MR];
-                    let zero_point = &zero_points[tile * MR..tile * MR + MR];
+                for (t, &(row, rows)) in blocks[b].iter().enumerate() {
+                    let tile_index = b * blocks[0].len() + t;
+                    let a_tile =
+                        &packed_rows[tile_index * steps * A_STRIDE..(tile_index + 1) * steps * A_STRIDE];
+                    let row_scale = &row_scales[tile_index * MR..tile_index * MR + MR];
+                    let zero_point = &zero_points[tile_index * MR..tile_index * MR + MR];
                     // SAFETY: this task alone writes the columns of panel p of these rows.
-                    let c = unsafe { out_ptr.get().add((r0 + i0) * n + p * NR) };
-                    let tile =
-                        Tile { a: a_tile, b: panel, steps, rows: rows_here, cols, row_scale, zero_point };
+                    let c = unsafe { out_ptr.get().add(row * n + p * NR) };
+                    let tile = Tile { a: a_tile, b: panel, steps, rows, cols, row_scale, zero_point };
                     // SAFETY: `vnni` says the CPU has AVX-512 VNNI; `c` is valid for the tile.
                     unsafe {
                         if vnni {
@@ -328,18 +326,34 @@ struct Epilogue<'a> {
     bias: &'a [f32],
 }
 
+/// Dispatches a tile to the VNNI microkernel compiled for its height.
+#[cfg(target_arch = "x86_64")]
+unsafe fn tile_vnni(t: &Tile, e: &Epilogue, c: *mut f32, ldc: usize) {
+    macro_rules! rows {
+        ($($r:literal)*) => {
+            match t.rows {
+                $($r => tile_vnni_rows::<$r>(t, e, c, ldc),)*
+                _ => unreachable!("tiles have 1 to {MR} rows"),
+            }
+        };
+    }
+    rows!(1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tile_vnni(t: &Tile, e: &Epilogue, c: *mut f32, ldc: usize) {
+unsafe fn tile_vnni_rows<const R: usize>(t: &Tile, e: &Epilogue, c: *mut f32, ldc: usize) {
     use std::arch::x86_64::*;
     let (a, b) = (t.a.as_ptr().cast::<i32>(), t.b.as_ptr());
-    let mut lo = [_mm512_setzero_si512(); MR];
-    let mut hi = [_mm512_setzero_si512(); MR];
+    let mut lo = [_mm512_setzero_si512(); R];
+    let mut hi = [_mm512_setzero_si512(); R];
     for step in 0..t.steps {
+        _mm_prefetch::<_MM_HINT_T0>(b.add((step + PREFETCH) * NR * 4).cast());
+        _mm_prefetch::<_MM_HINT_T0>(b.add((step + PREFETCH) * NR * 4 + 64).cast());
         let b0 = _mm512_loadu_si512(b.add(step * NR * 4).cast());
         let b1 = _mm512_loadu_si512(b.add(step * NR * 4 + 64).cast());
         let a = a.add(step * A_STRIDE);
-        for r in 0..MR {
+        for r in 0..R {
             let x = _mm512_set1_epi32(*a.add(r));
             lo[r] = _mm512_dpbusd_epi32(lo[r], x, b0);
             hi[r] = _mm512_dpbusd_epi32(hi[r], x, b1);
@@ -353,16 +367,15 @@ unsafe fn tile_vnni(t: &Tile, e: &Epilogue, c: *mut f32, ldc: usize) {
     let (bias_lo, bias_hi) = (load(e.bias, 0), load(e.bias, 16));
     let (sum_lo, sum_hi) =
         (_mm512_loadu_si512(e.sums.as_ptr().cast()), _mm512_loadu_si512(e.sums.as_ptr().add(16).cast()));
-    for r in 0..MR {
-        let (mlo, mhi) = if r < t.rows { (mask_lo, mask_hi) } else { (0, 0) };
+    for r in 0..R {
         let zp = _mm512_set1_epi32(t.zero_point[r]);
         let s = _mm512_set1_ps(t.row_scale[r]);
         let out = |acc, sum, scale, bias| {
             let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(zp, sum));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(s, scale), bias)
         };
-        _mm512_mask_storeu_ps(c.add(r * ldc), mlo, out(lo[r], sum_lo, scale_lo, bias_lo));
-        _mm512_mask_storeu_ps(c.add(r * ldc + 16), mhi, out(hi[r], sum_hi, scale_hi, bias_hi));
+        _mm512_mask_storeu_ps(c.add(r * ldc), mask_lo, out(lo[r], sum_lo, scale_lo, bias_lo));
+        _mm512_mask_storeu_ps(c.add(r * ldc + 16), mask_hi, out(hi[r], sum_hi, scale_hi, bias_hi));
     }
 }
 

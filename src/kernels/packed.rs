@@ -14,10 +14,43 @@ const NR: usize = 32;
 const MR: usize = 14;
 /// Depth of one pass over the weights: up to 768 (base-size hidden) in one go.
 const KC: usize = 768;
-/// Rows of one task: four tiles.
-const ROW_BLOCK: usize = 4 * MR;
-/// Panels of one task: 256 output columns.
-const PANEL_GROUP: usize = 8;
+/// Weight steps (of 128 bytes) to prefetch ahead of use.
+const PREFETCH: usize = 24;
+/// Tiles of one task. An input of up to 16 tiles (224 rows) is one block, so each weight is read
+/// once: short inputs are bound by how fast the weights stream in. Longer inputs take blocks of 4
+/// tiles, whose packed input stays in L1 and L2 while the task streams a group of panels.
+pub(crate) fn tiles_per_block(tiles: usize) -> usize {
+    if tiles <= 16 {
+        tiles.max(1)
+    } else {
+        4
+    }
+}
+
+/// Panels of one task: 8 (256 columns) when the rows give enough tasks, else few enough that the
+/// threads get 8 tasks each.
+pub(crate) fn panels_per_task(panels: usize, blocks: usize) -> usize {
+    if blocks > 1 {
+        8
+    } else {
+        panels.div_ceil(8 * rayon::current_num_threads()).max(1)
+    }
+}
+
+/// Splits `m` rows into the fewest tiles of at most MR rows, of balanced heights (16 rows make
+/// two tiles of 8, not 14 and 2), as (first row, rows).
+pub(crate) fn tiles(m: usize) -> Vec<(usize, usize)> {
+    let count = m.div_ceil(MR);
+    let (base, extra) = (m / count.max(1), m % count.max(1));
+    let mut start = 0;
+    (0..count)
+        .map(|t| {
+            let rows = base + usize::from(t < extra);
+            start += rows;
+            (start - rows, rows)
+        })
+        .collect()
+}
 
 /// Floats per packed input step: MR rows padded to one 64-byte cache line.
 const A_STRIDE: usize = 16;
@@ -118,48 +151,51 @@ impl PackedF32 {
     /// # Safety
     /// `out` must be valid for m × n writes; all of them are written.
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
-        let (kc, row_block, group) = (KC, ROW_BLOCK, PANEL_GROUP);
         let (n, k) = (self.n, self.k);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n));
-        let tiles = m.div_ceil(MR);
-        // The input, packed once for every task: k-block by k-block, tile by tile, k-major.
-        let mut packed_buffer = Aligned::scratch(tiles * A_STRIDE * k);
-        let depths: Vec<(usize, usize)> = (0..k).step_by(kc).map(|k0| (k0, kc.min(k - k0))).collect();
-        packed_buffer.as_mut_slice().par_chunks_mut(A_STRIDE * k).enumerate().for_each(|(t, dst)| {
-            let rows = MR.min(m - t * MR);
-            // SAFETY: packed weights, and so this call, exist only where AVX-512 was detected.
-            unsafe { pack_rows(&a[t * MR * k..], k, rows, dst) };
-        });
+        let tiles = tiles(m);
+        // The input, packed once for every task, tile by tile, k-major.
+        let mut packed_buffer = Aligned::scratch(tiles.len() * A_STRIDE * k);
+        packed_buffer.as_mut_slice().par_chunks_mut(A_STRIDE * k).zip(&tiles).for_each(
+            |(dst, &(row, rows))| {
+                // SAFETY: packed weights, and so this call, exist only where AVX-512 was detected.
+                unsafe { pack_rows(&a[row * k..], k, rows, dst) };
+            },
+        );
         let packed = packed_buffer.as_slice();
-        let out_ptr = SendPtr(out);
-        let groups = n.div_ceil(NR).div_ceil(group);
+        let depths: Vec<(usize, usize)> = (0..k).step_by(KC).map(|k0| (k0, KC.min(k - k0))).collect();
+        let blocks: Vec<&[(usize, usize)]> =
+            tiles.chunks(super::packed::tiles_per_block(tiles.len())).collect();
+        // Panels per task: enough tasks (8 per thread) to balance the threads.
+        let count = n.div_ceil(NR);
+        let group = super::packed::panels_per_task(count, blocks.len());
         let tasks: Vec<(usize, usize)> =
-            (0..m).step_by(row_block).flat_map(|r0| (0..groups).map(move |g| (r0, g))).collect();
-        tasks.into_par_iter().for_each(|(r0, g)| {
-            let rows = row_block.min(m - r0);
-            let panels = g * group..((g + 1) * group).min(n.div_ceil(NR));
+            (0..blocks.len()).flat_map(|b| (0..count.div_ceil(group)).map(move |g| (b, g))).collect();
+        let out_ptr = SendPtr(out);
+        tasks.into_par_iter().for_each(|(b, g)| {
+            let first_tile = b * blocks[0].len();
             for &(k0, depth) in &depths {
-                for p in panels.clone() {
+                for p in g * group..((g + 1) * group).min(count) {
                     let cols = NR.min(n - p * NR);
                     let mut start = [0f32; NR];
                     if let (Some(bias), 0) = (bias, k0) {
                         start[..cols].copy_from_slice(&bias[p * NR..p * NR + cols]);
                     }
                     let panel = &self.panels.as_slice()[(p * k + k0) * NR..(p * k + k0 + depth) * NR];
-                    for i0 in (0..rows).step_by(MR) {
-                        let tile = (r0 + i0) / MR;
+                    for (t, &(row, rows)) in blocks[b].iter().enumerate() {
+                        let tile = first_tile + t;
                         let a_tile = &packed[(tile * k + k0) * A_STRIDE..(tile * k + k0 + depth) * A_STRIDE];
                         // SAFETY: AVX-512 was detected when packing; this task alone writes the
-                        // columns of panel p of rows r0+i0...
+                        // columns of panel p of these rows.
                         unsafe {
                             microkernel(
-                                MR.min(rows - i0),
+                                rows,
                                 a_tile.as_ptr(),
                                 panel.as_ptr(),
                                 depth,
                                 start.as_ptr(),
                                 k0 > 0,
-                                out_ptr.get().add((r0 + i0) * n + p * NR),
+                                out_ptr.get().add(row * n + p * NR),
                                 n,
                                 cols,
                             );
@@ -251,7 +287,17 @@ unsafe fn microkernel(
     cols: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    tile_avx512(rows, a, b, depth, start, accumulate, c, ldc, cols);
+    {
+        macro_rules! rows {
+            ($($r:literal)*) => {
+                match rows {
+                    $($r => tile_avx512::<$r>(a, b, depth, start, accumulate, c, ldc, cols),)*
+                    _ => unreachable!("tiles have 1 to {MR} rows"),
+                }
+            };
+        }
+        rows!(1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+    }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (rows, a, b, depth, start, accumulate, c, ldc, cols);
@@ -259,11 +305,11 @@ unsafe fn microkernel(
     }
 }
 
+/// The microkernel for tiles of `R` rows: 2R accumulators in registers for the whole depth.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512(
-    rows: usize,
+unsafe fn tile_avx512<const R: usize>(
     a: *const f32,
     b: *const f32,
     depth: usize,
@@ -276,33 +322,31 @@ unsafe fn tile_avx512(
     use std::arch::x86_64::*;
     let mask_lo: __mmask16 = if cols >= 16 { 0xFFFF } else { ((1u32 << cols) - 1) as u16 };
     let mask_hi: __mmask16 = if cols <= 16 { 0 } else { ((1u32 << (cols - 16)) - 1) as u16 };
-    // Every loop below runs over the constant MR, so the accumulators stay in registers; rows
-    // past `rows` are masked off (their packed input is zeros).
-    let row_mask = |r: usize, mask: __mmask16| if r < rows { mask } else { 0 };
     let (start_lo, start_hi) = (_mm512_loadu_ps(start), _mm512_loadu_ps(start.add(16)));
-    let mut lo = [start_lo; MR];
-    let mut hi = [start_hi; MR];
+    let mut lo = [start_lo; R];
+    let mut hi = [start_hi; R];
     if accumulate {
-        for r in 0..MR {
-            lo[r] = _mm512_maskz_loadu_ps(row_mask(r, mask_lo), c.add(r * ldc));
-            hi[r] = _mm512_maskz_loadu_ps(row_mask(r, mask_hi), c.add(r * ldc + 16));
+        for r in 0..R {
+            lo[r] = _mm512_maskz_loadu_ps(mask_lo, c.add(r * ldc));
+            hi[r] = _mm512_maskz_loadu_ps(mask_hi, c.add(r * ldc + 16));
         }
     }
-    // The padded rows of the packed tile are zeros, so all MR rows are computed and only
-    // `rows` are stored: one loop body, fully unrolled.
     for kk in 0..depth {
+        // Short tiles stream the weights faster than memory delivers them: ask for them early.
+        _mm_prefetch::<_MM_HINT_T0>(b.add((kk + PREFETCH) * NR).cast());
+        _mm_prefetch::<_MM_HINT_T0>(b.add((kk + PREFETCH) * NR + 16).cast());
         let b0 = _mm512_loadu_ps(b.add(kk * NR));
         let b1 = _mm512_loadu_ps(b.add(kk * NR + 16));
         let a = a.add(kk * A_STRIDE);
-        for r in 0..MR {
+        for r in 0..R {
             let x = _mm512_set1_ps(*a.add(r));
             lo[r] = _mm512_fmadd_ps(x, b0, lo[r]);
             hi[r] = _mm512_fmadd_ps(x, b1, hi[r]);
         }
     }
-    for r in 0..MR {
-        _mm512_mask_storeu_ps(c.add(r * ldc), row_mask(r, mask_lo), lo[r]);
-        _mm512_mask_storeu_ps(c.add(r * ldc + 16), row_mask(r, mask_hi), hi[r]);
+    for r in 0..R {
+        _mm512_mask_storeu_ps(c.add(r * ldc), mask_lo, lo[r]);
+        _mm512_mask_storeu_ps(c.add(r * ldc + 16), mask_hi, hi[r]);
     }
 }
 
