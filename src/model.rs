@@ -73,6 +73,21 @@ impl Module for Pooler {
     }
 }
 
+impl Clone for RoFormerModel {
+    /// Shares the weights (tensors and packed weights are reference-counted); the copy starts with
+    /// an empty rotary table cache.
+    fn clone(&self) -> Self {
+        Self {
+            embeddings: self.embeddings.clone(),
+            embeddings_project: self.embeddings_project.clone(),
+            encoder: self.encoder.clone(),
+            pooler: self.pooler.clone(),
+            rotary: self.rotary.empty_copy(),
+            config: self.config.clone(),
+        }
+    }
+}
+
 /// The bare RoFormer encoder (transformers' `RoFormerModel`).
 ///
 /// Attention is bidirectional whatever the config's `is_decoder` says: the causal mask belongs to

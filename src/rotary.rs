@@ -56,6 +56,18 @@ impl RotaryEmbedding {
         }
     }
 
+    /// The same embedding with an empty cache.
+    pub fn empty_copy(&self) -> Self {
+        Self::new(
+            self.head_dim,
+            self.theta,
+            self.scaling.clone(),
+            self.max_position_embeddings,
+            self.dtype,
+            &self.device,
+        )
+    }
+
     /// The tables for positions `0..len` of a batch whose longest sequence has `len` tokens.
     pub fn tables(&self, len: usize) -> Result<RotaryTables> {
         let wanted =

@@ -75,6 +75,12 @@ impl FillMask {
     }
 
     /// The checkpoint's configuration.
+    /// Inputs are truncated to this many tokens, special tokens included.
+    pub fn max_length(&self) -> usize {
+        self.pipeline.max_length
+    }
+
+    /// The checkpoint's configuration.
     pub fn config(&self) -> &Config {
         &self.pipeline.config
     }

@@ -7,6 +7,7 @@ mod sentence_encoder;
 mod text_classifier;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use fill_mask::{FillMask, MaskCandidate};
 pub use options::PipelineOptions;
@@ -28,7 +29,24 @@ struct Pipeline<M> {
     config: Config,
     dir: PathBuf,
     options: PipelineOptions,
-    pool: rayon::ThreadPool,
+    /// Inputs are truncated to this many tokens.
+    max_length: usize,
+    pool: Arc<rayon::ThreadPool>,
+}
+
+impl<M> Pipeline<M> {
+    /// The same checkpoint, tokenizer and thread pool around another model (sharing weights).
+    fn with_model<N>(&self, model: N) -> Pipeline<N> {
+        Pipeline {
+            model,
+            tokenizer: self.tokenizer.clone(),
+            config: self.config.clone(),
+            dir: self.dir.clone(),
+            options: self.options.clone(),
+            max_length: self.max_length,
+            pool: self.pool.clone(),
+        }
+    }
 }
 
 impl<M: Load + Quantize + Sync> Pipeline<M> {
@@ -57,7 +75,7 @@ impl<M: Load + Quantize + Sync> Pipeline<M> {
             .thread_name(|i| format!("roformer-{i}"))
             .build()
             .map_err(|e| Error::Input(format!("cannot start {threads} threads: {e}")))?;
-        Ok(Self { model, tokenizer, config, dir, options, pool })
+        Ok(Self { model, tokenizer, config, dir, options, max_length, pool: Arc::new(pool) })
     }
 
     /// Runs `forward` on batches of similar length, inside the pipeline's thread pool, and

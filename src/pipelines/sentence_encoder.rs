@@ -4,7 +4,7 @@ use std::path::Path;
 
 use candle_core::DType;
 
-use super::{Pipeline, PipelineOptions};
+use super::{Pipeline, PipelineOptions, TextClassifier};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::model::RoFormerModel;
@@ -66,7 +66,16 @@ impl SentenceEncoder {
 
     /// Loads any RoFormer checkpoint from a folder or a Hub id.
     pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
-        let pipeline: Pipeline<RoFormerModel> = Pipeline::load(model.as_ref(), options)?;
+        Self::around(Pipeline::load(model.as_ref(), options)?)
+    }
+
+    /// The encoder under a classifier, sharing its weights, tokenizer and threads: embeddings of
+    /// a classification checkpoint without loading it twice.
+    pub fn from_classifier(classifier: &TextClassifier) -> Result<Self> {
+        Self::around(classifier.pipeline.with_model(classifier.model().roformer().clone()))
+    }
+
+    fn around(pipeline: Pipeline<RoFormerModel>) -> Result<Self> {
         let has_pooler = pipeline.model.pooler().is_some();
         let pooling =
             pipeline.options.pooling.unwrap_or(if has_pooler { Pooling::Pooler } else { Pooling::Mean });
@@ -119,6 +128,11 @@ impl SentenceEncoder {
     /// Whether embeddings are scaled to unit length.
     pub fn normalize(&self) -> bool {
         self.normalize
+    }
+
+    /// Inputs are truncated to this many tokens, special tokens included.
+    pub fn max_length(&self) -> usize {
+        self.pipeline.max_length
     }
 
     /// The length of each embedding.

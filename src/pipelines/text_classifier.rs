@@ -24,7 +24,7 @@ use crate::tokenizer::{Encoded, Tokenizer};
 /// ```
 #[derive(Debug)]
 pub struct TextClassifier {
-    pipeline: Pipeline<RoFormerForSequenceClassification>,
+    pub(super) pipeline: Pipeline<RoFormerForSequenceClassification>,
 }
 
 /// One prediction of a sequence classifier.
@@ -122,6 +122,11 @@ impl TextClassifier {
                 .map(|(logits, e)| Classification::from_logits(&pipeline.config, logits, e.truncated))
                 .collect())
         })
+    }
+
+    /// Inputs are truncated to this many tokens, special tokens included.
+    pub fn max_length(&self) -> usize {
+        self.pipeline.max_length
     }
 
     /// Single-label, multi-label or regression.

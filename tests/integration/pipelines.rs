@@ -217,3 +217,18 @@ fn the_checkpoint_decides_pooling_and_normalisation() {
     .unwrap_err();
     assert!(err.to_string().contains("roformer.pooler.dense"), "{err}");
 }
+
+#[test]
+fn a_classifiers_encoder_embeds_like_a_separately_loaded_one() {
+    let classifier = TextClassifier::from_pretrained(dir("cls")).unwrap();
+    let shared = SentenceEncoder::from_classifier(&classifier).unwrap();
+    let separate = SentenceEncoder::from_pretrained(dir("cls")).unwrap();
+    let texts = ["a great film", "the movie was terrible and boring", ""];
+    assert_eq!(shared.encode(&texts).unwrap(), separate.encode(&texts).unwrap());
+    assert_eq!(
+        (shared.max_length(), classifier.max_length()),
+        (separate.max_length(), separate.max_length())
+    );
+    // The classifier still works beside it.
+    assert_eq!(classifier.classify(&texts).unwrap().len(), 3);
+}
