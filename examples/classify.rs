@@ -12,8 +12,7 @@ use roformer::{Classification, TextClassifier};
 
 mod common;
 
-use common::glue::{self, Column, Columns, Task};
-use common::tsv;
+use common::glue::{self, Task};
 
 const DEFAULT_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/roformer-sst2");
 
@@ -31,8 +30,9 @@ struct Args {
     /// Where predictions go (default stdout).
     #[arg(long)]
     output: Option<String>,
-    #[arg(long, value_enum, default_value_t = Format::Tsv)]
-    format: Format,
+    /// Output format (default tsv); with no --input, it applies to the built-in sentences.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     #[command(flatten)]
     run: common::RunArgs,
     /// Report malformed rows and go on, instead of stopping at the first.
@@ -42,7 +42,7 @@ struct Args {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
-    /// `index<TAB>prediction`, as GLUE submissions use.
+    /// `index<TAB>prediction`, as GLUE submissions use: with --task, the values its server expects.
     Tsv,
     /// One JSON object per row: index, label, score, probabilities (or value) and logits.
     Jsonl,
@@ -67,37 +67,42 @@ fn run() -> Result<()> {
     if args.model == DEFAULT_MODEL && !std::path::Path::new(DEFAULT_MODEL).join("config.json").exists() {
         bail!("the bundled model is missing from {DEFAULT_MODEL}: pass --model <folder or Hub id>");
     }
+    // Flags are checked before the model loads: a mistake should not cost a download.
+    let columns = args.columns.columns()?;
     let classifier = TextClassifier::from_pretrained_with(&args.model, options)
         .with_context(|| format!("loading {}", args.model))?;
+    let submission = match (args.format, args.columns.task) {
+        (Some(Format::Tsv) | None, Some(task)) if args.input.is_some() => {
+            glue::submission_labels(task, classifier.config())?
+        }
+        _ => None,
+    };
 
     let Some(input) = &args.input else {
         let results = classifier.classify(&BUILT_IN)?;
-        for (text, r) in BUILT_IN.iter().zip(&results) {
-            println!("{}\t{:.4}\t{text}", r.label, r.score);
+        if args.format.is_none() && args.output.is_none() {
+            for (text, r) in BUILT_IN.iter().zip(&results) {
+                println!("{}\t{:.4}\t{text}", r.label, r.score);
+            }
+            return Ok(());
         }
-        return Ok(());
+        let indices: Vec<usize> = (0..results.len()).collect();
+        return write_predictions(&args, &classifier, &indices, &results, None);
     };
 
-    let columns =
-        args.columns.columns().unwrap_or(Columns { text: Column::Index(0), pair: None, label: None });
-    let reader = tsv::open_input(input)?;
-    let data = tsv::read_tsv(reader, input, &columns, args.skip_bad_lines)?;
-    for bad in &data.skipped {
-        eprintln!("skipped {input}:{}: {}", bad.line, bad.message);
-    }
-
+    let data = args.columns.read(input, Some(classifier.config()), args.skip_bad_lines)?;
+    let pairs = columns.as_ref().is_some_and(|c| c.pair.is_some());
     let start = Instant::now();
     let progress = progress_bar(data.rows.len());
     let mut results: Vec<Classification> = Vec::with_capacity(data.rows.len());
     // Chunks keep the progress bar moving; each chunk is batched and length-sorted inside.
     for chunk in data.rows.chunks(args.run.batch_size.max(1) * 8) {
-        let mut chunk_results = match columns.pair {
-            Some(_) => {
-                let pairs: Vec<(&str, &str)> =
-                    chunk.iter().map(|r| (r.text.as_str(), r.pair.as_deref().unwrap_or(""))).collect();
-                classifier.classify_pairs(&pairs)?
-            }
-            None => classifier.classify(&chunk.iter().map(|r| &r.text).collect::<Vec<_>>())?,
+        let mut chunk_results = if pairs {
+            let pairs: Vec<(&str, &str)> =
+                chunk.iter().map(|r| (r.text.as_str(), r.pair.as_deref().unwrap_or(""))).collect();
+            classifier.classify_pairs(&pairs)?
+        } else {
+            classifier.classify(&chunk.iter().map(|r| &r.text).collect::<Vec<_>>())?
         };
         results.append(&mut chunk_results);
         progress.inc(chunk.len() as u64);
@@ -105,28 +110,8 @@ fn run() -> Result<()> {
     progress.finish_and_clear();
     let elapsed = start.elapsed().as_secs_f64();
 
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {path}"))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-    };
-    if matches!(args.format, Format::Tsv) {
-        writeln!(out, "index\tprediction")?;
-    }
-    let regression = classifier.problem_type() == roformer::ProblemType::Regression;
-    for (index, r) in results.iter().enumerate() {
-        match args.format {
-            Format::Tsv => writeln!(out, "{index}\t{}", r.label)?,
-            Format::Jsonl => {
-                let mut row = serde_json::json!({"index": index, "label": r.label, "score": r.score, "logits": r.logits});
-                row[if regression { "value" } else { "probabilities" }] =
-                    if regression { serde_json::json!(r.score) } else { serde_json::json!(r.scores) };
-                writeln!(out, "{row}")?;
-            }
-        }
-    }
-    out.flush()?;
+    let indices: Vec<usize> = data.rows.iter().map(|r| r.index).collect();
+    write_predictions(&args, &classifier, &indices, &results, submission.as_deref())?;
 
     let truncated = results.iter().filter(|r| r.truncated).count();
     if truncated > 0 {
@@ -145,6 +130,44 @@ fn run() -> Result<()> {
         eprintln!("{}", line.join(", "));
     }
     Ok(())
+}
+
+/// Writes one line per row, under the row's own index. A GLUE task's TSV holds the values its
+/// server expects (`submission`, per class id; the number itself for a regression).
+fn write_predictions(
+    args: &Args,
+    classifier: &TextClassifier,
+    indices: &[usize],
+    results: &[Classification],
+    submission: Option<&[String]>,
+) -> Result<()> {
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {path}"))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let format = args.format.unwrap_or(Format::Tsv);
+    if matches!(format, Format::Tsv) {
+        writeln!(out, "index\tprediction")?;
+    }
+    let regression = classifier.problem_type() == roformer::ProblemType::Regression;
+    for (index, r) in indices.iter().zip(results) {
+        match format {
+            Format::Tsv if regression => writeln!(out, "{index}\t{:.3}", r.score)?,
+            Format::Tsv => {
+                let value = submission.map_or(r.label.as_str(), |values| values[r.label_id].as_str());
+                writeln!(out, "{index}\t{value}")?
+            }
+            Format::Jsonl => {
+                let mut row = serde_json::json!({"index": index, "label": r.label, "score": r.score, "logits": r.logits});
+                row[if regression { "value" } else { "probabilities" }] =
+                    if regression { serde_json::json!(r.score) } else { serde_json::json!(r.scores) };
+                writeln!(out, "{row}")?;
+            }
+        }
+    }
+    Ok(out.flush()?)
 }
 
 fn progress_bar(len: usize) -> indicatif::ProgressBar {

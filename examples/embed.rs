@@ -3,7 +3,7 @@
 //! `cargo run --release --example embed -- --model <dir|hub id> --input sentences.txt --pooling mean`
 //! `... --query "a sentence"` ranks the input sentences by cosine similarity to the query instead.
 
-use std::io::{BufRead, Write};
+use std::io::{IsTerminal, Write};
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -48,8 +48,16 @@ fn run() -> Result<()> {
     }
     let encoder = SentenceEncoder::from_pretrained_with(&args.model, options)
         .with_context(|| format!("loading {}", args.model))?;
-    let reader = common::tsv::open_input(&args.input)?;
-    let sentences: Vec<String> = reader.lines().collect::<std::io::Result<_>>()?;
+    if args.input == "-" && std::io::stdin().is_terminal() {
+        eprintln!(
+            "reading sentences from the terminal, one per line; end with Ctrl-D (or pass --input FILE)"
+        );
+    }
+    let mut lines = common::tsv::Lines::new(common::tsv::open_input(&args.input)?, &args.input);
+    let mut sentences = Vec::new();
+    while let Some((number, line)) = lines.next_line()? {
+        sentences.push(line.map_err(|m| anyhow::anyhow!("{}:{number}: {m}", args.input))?);
+    }
     let embeddings = encoder.encode(&sentences)?;
 
     if let Some(query) = &args.query {

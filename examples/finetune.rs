@@ -15,7 +15,7 @@ use roformer::{Checkpoint, Classification, Config, HubOptions, ProblemType, Toke
 mod common;
 
 use common::glue::{self, Task};
-use common::tsv::{self, Dataset};
+use common::tsv::Dataset;
 
 #[derive(Parser)]
 #[command(about = "Train a RoFormer sequence classifier")]
@@ -76,14 +76,12 @@ fn run() -> Result<()> {
     let args = Args::parse();
     let start = Instant::now();
     let device = common::parse_device(&args.device)?;
-    let Some(columns) = args.columns.columns() else {
+    let Some(columns) = args.columns.columns()? else {
         bail!("give --task or --text-col/--label-col");
     };
+    // Labels are checked against the classes once the config is known, naming their lines.
     let read = |path: &str| -> Result<Dataset> {
-        let data = tsv::read_tsv(tsv::open_input(path)?, path, &columns, args.skip_bad_lines)?;
-        for bad in &data.skipped {
-            eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
-        }
+        let data = args.columns.read(path, None, args.skip_bad_lines)?;
         if !data.has_labels() {
             bail!("{path} has no labels in the label column");
         }

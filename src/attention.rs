@@ -92,6 +92,7 @@ impl SelfAttention {
             return context.reshape(xs.dims());
         }
         let (b, t, hidden) = xs.dims3()?;
+        check_scores_size(b, self.num_heads, t, xs.dtype())?;
         // (b, t, 3 * hidden) -> three (b, heads, t, head_dim), contiguous.
         let qkv =
             qkv.reshape((b, t, 3, self.num_heads, self.head_dim))?.permute((2, 0, 3, 1, 4))?.contiguous()?;
@@ -109,6 +110,24 @@ impl SelfAttention {
         };
         let probs = pass.dropout(&softmax_last_dim(&scores)?, self.dropout)?;
         probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((b, t, hidden))
+    }
+}
+
+/// The largest score matrix the unblocked path may allocate: past it, a long input fails with a
+/// clear error before allocating rather than aborting on an allocation of many gigabytes.
+const SCORES_LIMIT_BYTES: usize = 4 << 30;
+
+/// The unblocked path (f16 and bf16, GPUs, training) holds all (batch, heads, t, t) scores.
+fn check_scores_size(b: usize, heads: usize, t: usize, dtype: candle_core::DType) -> Result<()> {
+    let bytes = [heads, t, t, dtype.size_in_bytes()].into_iter().try_fold(b, usize::checked_mul);
+    match bytes {
+        Some(n) if n <= SCORES_LIMIT_BYTES => Ok(()),
+        _ => Err(candle_core::Error::Msg(format!(
+            "attention over {b} sequences of {t} tokens would hold {:.1} GiB of scores in {dtype:?} (the limit is {} GiB \
+             on this path): use f32 on the CPU, whose attention is blocked, or a smaller batch or max length",
+            (b as f64) * (heads as f64) * (t as f64) * (t as f64) * dtype.size_in_bytes() as f64 / (1u64 << 30) as f64,
+            SCORES_LIMIT_BYTES >> 30
+        ))),
     }
 }
 

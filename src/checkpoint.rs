@@ -1,13 +1,13 @@
 //! Reading checkpoint weights in the Hugging Face layouts: `model.safetensors` (memory-mapped),
 //! sharded safetensors with `model.safetensors.index.json`, and `pytorch_model.bin`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use candle_core::pickle::PthTensors;
 use candle_core::safetensors::MmapedSafetensors;
-use candle_core::{DType, Device, Shape, Tensor};
+use candle_core::{CpuStorage, DType, Device, Shape, Storage, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
@@ -136,7 +136,7 @@ impl Checkpoint {
 
     /// A tensor by the name a model asks for (with or without the `roformer.` prefix), if present.
     pub fn find(&self, name: &str) -> Result<Option<Tensor>> {
-        let backend = Backend { weights: self.weights.clone(), error: Default::default() };
+        let backend = Backend::new(self.weights.clone());
         if backend.resolve(name).is_none() {
             return Ok(None);
         }
@@ -144,11 +144,64 @@ impl Checkpoint {
     }
 
     /// Builds a model from these weights, converting them to `dtype` on `device`.
+    ///
+    /// Tensors the model does not use are reported as transformers does: a warning through the
+    /// `log` crate naming them, and an error when they are encoder layers, since then the config
+    /// disagrees with the weights (a `num_hidden_layers` too small, say).
     pub fn load<M: Load>(&self, config: &Config, dtype: DType, device: &Device) -> Result<M> {
-        let error = Arc::new(Mutex::new(None));
-        let backend = Backend { weights: self.weights.clone(), error: error.clone() };
+        let backend = Backend::new(self.weights.clone());
+        let (error, used) = (backend.error.clone(), backend.used.clone());
         let vb = VarBuilder::from_backend(Box::new(backend), dtype, device.clone());
-        M::load(vb, config).map_err(|e| error.lock().ok().and_then(|mut slot| slot.take()).unwrap_or(e))
+        let model = M::load(vb, config)
+            .map_err(|e| error.lock().ok().and_then(|mut slot| slot.take()).unwrap_or(e))?;
+        let used = used.lock().map(|u| u.clone()).unwrap_or_default();
+        self.check_unused(&used, std::any::type_name::<M>())?;
+        Ok(model)
+    }
+
+    fn check_unused(&self, used: &HashSet<String>, model: &str) -> Result<()> {
+        let model = model.rsplit("::").next().unwrap_or(model);
+        let unused: Vec<String> = self
+            .tensor_names()
+            .into_iter()
+            .filter(|n| !used.contains(n) && !n.ends_with("encoder.embed_positions.weight"))
+            .collect();
+        let layers: Vec<&String> = unused.iter().filter(|n| is_encoder_layer(n)).collect();
+        if !layers.is_empty() {
+            return Err(Error::Checkpoint {
+                path: self.path().to_path_buf(),
+                message: format!(
+                    "{} encoder-layer tensors are not used by the config (check num_hidden_layers and the \
+                     other sizes): {}",
+                    layers.len(),
+                    abbreviate(&layers)
+                ),
+                source: None,
+            });
+        }
+        if !unused.is_empty() {
+            log::warn!(
+                "{}: {} tensors are not used by {model}: {}",
+                self.path().display(),
+                unused.len(),
+                abbreviate(&unused.iter().collect::<Vec<_>>())
+            );
+        }
+        Ok(())
+    }
+}
+
+fn is_encoder_layer(name: &str) -> bool {
+    name.strip_prefix(BASE_PREFIX).unwrap_or(name).starts_with("encoder.layer.")
+}
+
+/// The first few names of a list, and how many more there are.
+fn abbreviate(names: &[&String]) -> String {
+    const SHOWN: usize = 8;
+    let head: Vec<&str> = names.iter().take(SHOWN).map(|n| n.as_str()).collect();
+    match names.len().saturating_sub(SHOWN) {
+        0 => head.join(", "),
+        more => format!("{}, and {more} more", head.join(", ")),
     }
 }
 
@@ -178,6 +231,9 @@ pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
     for (tensor, file) in map {
         let file =
             file.as_str().ok_or_else(|| bad(format!("weight_map entry `{tensor}` is not a file name")))?;
+        // Shards must stay inside the checkpoint folder, whoever wrote the index.
+        crate::hub::validate_relative(file)
+            .map_err(|m| bad(format!("weight_map entry `{tensor}` names a shard outside the folder: {m}")))?;
         shards.insert(file.to_string());
     }
     if shards.is_empty() {
@@ -222,9 +278,15 @@ fn root_message(e: &candle_core::Error) -> String {
 struct Backend {
     weights: Arc<Weights>,
     error: Arc<Mutex<Option<Error>>>,
+    /// Stored names the model has read.
+    used: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Backend {
+    fn new(weights: Arc<Weights>) -> Self {
+        Self { weights, error: Default::default(), used: Default::default() }
+    }
+
     fn fail(&self, e: Error) -> candle_core::Error {
         let message = e.to_string();
         if let Ok(mut slot) = self.error.lock() {
@@ -258,13 +320,40 @@ impl Backend {
             WeightFile::Safetensors(st) => st.load(&stored, &Device::Cpu),
             WeightFile::Pth(pth) => pth.get(&stored).and_then(|t| t.ok_or(candle_core::Error::UnwrapNone)),
         };
-        tensor.map_err(|e| {
+        let bad = |message: String| {
             self.fail(Error::Checkpoint {
                 path: path.clone(),
-                message: format!("cannot read tensor `{stored}`: {}", root_message(&e)),
+                message: format!("tensor `{stored}` {message}"),
                 source: None,
             })
-        })
+        };
+        let tensor = tensor.map_err(|e| bad(format!("cannot be read: {}", root_message(&e))))?;
+        // Every weight of a RoFormer is a float: integer bytes would be converted silently.
+        if !tensor.dtype().is_float() {
+            return Err(bad(format!("is stored as {:?}, but it is a float weight", tensor.dtype())));
+        }
+        if let Some(position) = first_non_finite(&tensor) {
+            return Err(bad(format!("holds a non-finite value (NaN or infinity) at flat index {position}")));
+        }
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(stored);
+        }
+        Ok(tensor)
+    }
+}
+
+/// The flat index of the first NaN or infinity of a CPU tensor, if any.
+fn first_non_finite(tensor: &Tensor) -> Option<usize> {
+    let (storage, layout) = tensor.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else { return None };
+    let range = layout.contiguous_offsets().unwrap_or((0, 0));
+    let range = range.0..range.1;
+    match cpu {
+        CpuStorage::F32(v) => v[range].iter().position(|x| !x.is_finite()),
+        CpuStorage::F64(v) => v[range].iter().position(|x| !x.is_finite()),
+        CpuStorage::F16(v) => v[range].iter().position(|x| !x.is_finite()),
+        CpuStorage::BF16(v) => v[range].iter().position(|x| !x.is_finite()),
+        _ => None,
     }
 }
 

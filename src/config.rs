@@ -246,6 +246,7 @@ impl Config {
         if self.embedding_size == Some(0) {
             return Err(Error::config("embedding_size", "must be at least 1"));
         }
+        self.check_sizes()?;
         if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(Error::config(
                 "num_attention_heads",
@@ -289,6 +290,32 @@ impl Config {
                 return Err(Error::config("id2label", format!("label id {bad} is out of range")));
             }
         }
+        Ok(())
+    }
+
+    /// The weight counts the sizes imply, in checked arithmetic: a size so large that a tensor
+    /// could not be addressed is refused here, naming it, before anything is allocated.
+    fn check_sizes(&self) -> Result<()> {
+        const LIMIT: usize = isize::MAX as usize / 8;
+        let too_large = |field: &str| {
+            Error::config(field, format!("the tensor sizes it implies overflow (more than {LIMIT} elements)"))
+        };
+        let product = |field: &str, a: usize, b: usize| {
+            a.checked_mul(b).filter(|&n| n <= LIMIT).ok_or_else(|| too_large(field))
+        };
+        let embedding = self.embedding_size.unwrap_or(self.hidden_size);
+        product("vocab_size", self.vocab_size, embedding)?;
+        product("type_vocab_size", self.type_vocab_size, embedding)?;
+        if self.embedding_size.is_some() {
+            product("embedding_size", embedding, self.hidden_size)?;
+        }
+        let attention = product("hidden_size", self.hidden_size, self.hidden_size)?;
+        let ffn = product("intermediate_size", self.intermediate_size, self.hidden_size)?;
+        let layer = attention
+            .checked_mul(4)
+            .and_then(|a| ffn.checked_mul(2).and_then(|f| a.checked_add(f)))
+            .ok_or_else(|| too_large("intermediate_size"))?;
+        product("num_hidden_layers", layer, self.num_hidden_layers)?;
         Ok(())
     }
 

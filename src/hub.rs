@@ -92,10 +92,11 @@ pub(crate) fn resolve(model: &Path, revision: Option<&str>, hub: &HubOptions) ->
     }
     let text = model.to_str().unwrap_or_default();
     if looks_like_path(text) {
-        return Err(Error::io(
-            model,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such checkpoint folder"),
-        ));
+        return Err(Error::Checkpoint {
+            path: model.to_path_buf(),
+            message: "no such folder".into(),
+            source: None,
+        });
     }
     let revision = revision.unwrap_or("main");
     let repo = Repo::new(text, revision, hub)?;
@@ -111,13 +112,14 @@ pub(crate) fn resolve(model: &Path, revision: Option<&str>, hub: &HubOptions) ->
 }
 
 /// A model name that is a path, not a Hub id: an id is `name` or `org/name` of letters, digits,
-/// `.`, `_` and `-`.
+/// `.`, `_` and `-`, and `org/name` whose `org` is a local folder (`models/x`) is a path too.
 fn looks_like_path(model: &str) -> bool {
     model.is_empty()
         || model.starts_with(['.', '/', '~'])
         || model.contains('\\')
         || model.split('/').count() > 2
         || validate_repo_id(model).is_err()
+        || model.split_once('/').is_some_and(|(parent, _)| Path::new(parent).is_dir())
 }
 
 /// One revision of one model repo, and its folder in the cache.

@@ -6,6 +6,7 @@ use anyhow::{anyhow, bail, Result};
 use roformer::{Classification, Config, ProblemType};
 
 use super::metrics;
+use super::tsv::Dataset;
 
 /// A GLUE task: which columns hold the texts and the label, and which metric scores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +73,22 @@ impl Task {
         }
     }
 
+    /// Whether the task's files start with a header line: all but CoLA's train and dev files.
+    pub fn has_header(self) -> bool {
+        self != Task::Cola
+    }
+
+    /// What the GLUE server expects in a submission's prediction column, in the datasets' class
+    /// order; `None` for STS-B, whose predictions are numbers.
+    pub fn submission_values(self) -> Option<&'static [&'static str]> {
+        match self {
+            Task::Cola | Task::Sst2 | Task::Mrpc | Task::Qqp | Task::Wnli => Some(&["0", "1"]),
+            Task::Qnli | Task::Rte => Some(&["entailment", "not_entailment"]),
+            Task::Mnli => Some(&["entailment", "neutral", "contradiction"]),
+            Task::Stsb => None,
+        }
+    }
+
     pub fn metric(self) -> Metric {
         match self {
             Task::Cola => Metric::Matthews,
@@ -106,19 +123,83 @@ pub struct Columns {
 }
 
 impl Columns {
-    /// Columns given one by one win over a task's; with neither, `None`.
+    /// Columns given one by one win over a task's; with neither, `None`. A pair or label column
+    /// with neither a text column nor a task is an error, not ignored.
     pub fn select(
         task: Option<Task>,
         text: Option<Column>,
         pair: Option<Column>,
         label: Option<Column>,
-    ) -> Option<Self> {
-        match (task, text) {
-            (_, Some(text)) => Some(Columns { text, pair, label }),
-            (Some(task), None) => Some(task.columns()),
-            (None, None) => None,
+    ) -> Result<Option<Self>> {
+        let base = task.map(Task::columns);
+        let text = match (text, &base) {
+            (Some(text), _) => text,
+            (None, Some(base)) => base.text.clone(),
+            (None, None) if pair.is_some() || label.is_some() => {
+                bail!("--pair-col and --label-col need --text-col (or a --task) to say where the text is")
+            }
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(Columns {
+            text,
+            pair: pair.or_else(|| base.as_ref().and_then(|b| b.pair.clone())),
+            label: label.or_else(|| base.as_ref().and_then(|b| b.label.clone())),
+        }))
+    }
+
+    /// The columns chosen by header name.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        [Some(&self.text), self.pair.as_ref(), self.label.as_ref()].into_iter().flatten().filter_map(|c| {
+            match c {
+                Column::Name(n) => Some(n.as_str()),
+                Column::Index(_) => None,
+            }
+        })
+    }
+}
+
+/// How a class is written in a GLUE submission: per class id, the task's value. A class maps to
+/// the value its name or number stands for in the model's labels; when the names are not the
+/// task's (LABEL_0, ...) and the counts agree, classes map in the datasets' order.
+pub fn submission_labels(task: Task, config: &Config) -> Result<Option<Vec<String>>> {
+    let Some(values) = task.submission_values() else { return Ok(None) };
+    let n = config.num_labels();
+    let by_name: Vec<Option<&str>> = (0..n)
+        .map(|id| {
+            let name = config.label(id);
+            values.iter().copied().find(|&v| v == name || label_to_id(v, config).ok() == Some(id))
+        })
+        .collect();
+    if by_name.iter().all(Option::is_some) {
+        return Ok(Some(by_name.into_iter().flatten().map(str::to_string).collect()));
+    }
+    if n == values.len() {
+        return Ok(Some(values.iter().map(|v| v.to_string()).collect()));
+    }
+    bail!(
+        "the model has {n} classes, and {task:?} submissions take {} values ({}): use --format jsonl for the model's own labels",
+        values.len(),
+        values.join(", ")
+    )
+}
+
+/// Checks every row's label against the model before anything runs, naming the line of a bad one
+/// (an error, or a skipped line with `skip`).
+pub fn check_labels(data: &mut Dataset, source: &str, config: &Config, skip: bool) -> Result<()> {
+    let regression = config.problem_type() == ProblemType::Regression;
+    let rows = std::mem::take(&mut data.rows);
+    for row in rows {
+        let fault = match row.label.as_deref() {
+            Some(l) if regression => l.parse::<f64>().err().map(|_| format!("label `{l}` is not a number")),
+            Some(l) => label_to_id(l, config).err().map(|e| e.to_string()),
+            None => None,
+        };
+        match fault {
+            Some(message) => data.bad_line(source, row.line, message, skip)?,
+            None => data.rows.push(row),
         }
     }
+    Ok(())
 }
 
 /// The class id of a label as written in a data file: the config's label2id, else the number.

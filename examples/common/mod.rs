@@ -14,7 +14,11 @@ use roformer::PipelineOptions;
 use glue::{Column, Columns, Task};
 
 /// Runs an example's body and reports its error once, cause chain included, with exit code 1.
+/// The library's warnings (unused checkpoint tensors, say) go to stderr.
 pub fn main_with(run: impl FnOnce() -> Result<()>) -> ExitCode {
+    if log::set_logger(&StderrLogger).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -22,6 +26,23 @@ pub fn main_with(run: impl FnOnce() -> Result<()>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Warnings and errors of the library, one line each on stderr.
+struct StderrLogger;
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            eprintln!("{}: {}", record.level().as_str().to_lowercase(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// Which columns of a GLUE-format TSV hold the texts and labels.
@@ -39,12 +60,52 @@ pub struct ColumnArgs {
     /// Label column.
     #[arg(long)]
     pub label_col: Option<Column>,
+    /// Line 1 is a header (default: the task's layout, else announced on stderr).
+    #[arg(long, conflicts_with = "no_header")]
+    pub header: bool,
+    /// Line 1 is data.
+    #[arg(long)]
+    pub no_header: bool,
 }
 
 impl ColumnArgs {
     /// Columns given one by one win over the task's; `None` when neither is given.
-    pub fn columns(&self) -> Option<Columns> {
+    pub fn columns(&self) -> Result<Option<Columns>> {
         Columns::select(self.task, self.text_col.clone(), self.pair_col.clone(), self.label_col.clone())
+    }
+
+    /// Whether line 1 is a header: the flags, else the task's layout, else undecided.
+    pub fn header(&self) -> Option<bool> {
+        match (self.header, self.no_header) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => self.task.map(Task::has_header),
+        }
+    }
+
+    /// Reads a TSV file (or stdin for `-`) with these columns, and checks its labels against the
+    /// model before anything runs. Says on stderr how line 1 was read when nothing decided it,
+    /// and which lines were skipped.
+    pub fn read(
+        &self,
+        path: &str,
+        config: Option<&roformer::Config>,
+        skip_bad_lines: bool,
+    ) -> Result<tsv::Dataset> {
+        let columns = self.columns()?;
+        let mut data =
+            tsv::read_tsv(tsv::open_input(path)?, path, columns.as_ref(), self.header(), skip_bad_lines)?;
+        if let Some(note) = &data.header_note {
+            eprintln!("{note}");
+        }
+        if let Some(config) = config {
+            glue::check_labels(&mut data, path, config, skip_bad_lines)?;
+        }
+        data.skipped.sort_by_key(|b| b.line);
+        for bad in &data.skipped {
+            eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
+        }
+        Ok(data)
     }
 }
 

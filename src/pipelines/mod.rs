@@ -49,6 +49,25 @@ impl<M> Pipeline<M> {
     }
 }
 
+/// A token id past the embedding table would fail only at inference, on the first text that uses
+/// it, with an index error naming no file: refuse it at load.
+fn check_vocab_size(tokenizer: &Tokenizer, config: &Config, dir: &Path) -> Result<()> {
+    let tokens = tokenizer.vocab_size();
+    if tokens <= config.vocab_size {
+        return Ok(());
+    }
+    let vocab = dir.join("vocab.txt");
+    Err(Error::Vocab {
+        path: if vocab.is_file() { vocab } else { dir.join("tokenizer.json") },
+        line: None,
+        message: format!(
+            "the vocabulary has {tokens} tokens, but config.json's vocab_size is {}: ids past {} have no embedding",
+            config.vocab_size,
+            config.vocab_size - 1
+        ),
+    })
+}
+
 impl<M: Load + Quantize + Sync> Pipeline<M> {
     /// Loads from a folder or a Hub id, truncating inputs to `max_length` (longest first).
     fn load(model: &Path, options: PipelineOptions) -> Result<Self> {
@@ -64,6 +83,7 @@ impl<M: Load + Quantize + Sync> Pipeline<M> {
             config.set_rope_scaling(Some(scaling.clone()));
         }
         let mut tokenizer = Tokenizer::from_dir(&dir)?;
+        check_vocab_size(&tokenizer, &config, &dir)?;
         let max_length = options.max_length.or(tokenizer.model_max_length()).unwrap_or(512);
         tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_length))?;
         let mut model: M = Checkpoint::open(&dir)?.load(&config, options.dtype, &options.device)?;

@@ -25,7 +25,8 @@ pub fn run(name: &str, args: &[&str], stdin: Option<&str>) -> Output {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    // A run that fails before reading its input closes the pipe: that is its answer, not ours.
+    let _ = child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes());
     child.wait_with_output().unwrap()
 }
 
@@ -78,29 +79,6 @@ fn classify_writes_one_row_per_input_in_order_with_transformers_probabilities() 
     }
     assert!(stderr.contains("accuracy = "), "{stderr}");
     assert!(stderr.contains("1 of 10 rows were truncated"), "{stderr}");
-}
-
-#[test]
-fn classify_tsv_output_and_bad_lines() {
-    let tsv = "sentence\tlabel\ngood\t1\nno label column\nbad\t0\n";
-    let out = run("classify", &["--model", &model("cls"), "--input", "-", "--task", "sst2"], Some(tsv));
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("-:3"), "the error names the line: {stderr}");
-
-    let out = run(
-        "classify",
-        &["--model", &model("cls"), "--input", "-", "--task", "sst2", "--skip-bad-lines"],
-        Some(tsv),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("skipped -:3"), "{stderr}");
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines[0], "index\tprediction");
-    assert_eq!(lines.len(), 3);
-    assert!(lines[1].starts_with("0\t") && lines[2].starts_with("1\t"));
 }
 
 #[test]

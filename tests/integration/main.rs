@@ -3,6 +3,7 @@
 mod support;
 
 mod api;
+mod bad_input;
 
 mod examples;
 mod families;

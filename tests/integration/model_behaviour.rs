@@ -1,8 +1,8 @@
 //! Reduced precision, the rotary cache, extrapolation and the errors of bad configs and checkpoints.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::support::{assert_within, model_fixture, Reference};
+use crate::support::{assert_within, model_fixture, Reference, Scratch};
 use candle_core::{DType, Device, Tensor};
 use roformer::{
     load_dir, Checkpoint, Config, Error, Inputs, RoFormerForSequenceClassification, RoFormerModel,
@@ -92,38 +92,8 @@ fn config_defaults_and_extras() {
     assert_eq!(again, sim);
 }
 
-/// A scratch copy of a fixture folder, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn copy_of(fixture: &str, tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("roformer-test-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for entry in std::fs::read_dir(model_fixture(fixture)).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-        }
-        Scratch(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// Rewrites model.safetensors after `edit` changes its tensors.
-    fn edit_weights(&self, edit: impl FnOnce(&mut std::collections::HashMap<String, Tensor>)) {
-        let file = self.0.join("model.safetensors");
-        let mut tensors = candle_core::safetensors::load(&file, &Device::Cpu).unwrap();
-        edit(&mut tensors);
-        candle_core::safetensors::save(&tensors, &file).unwrap();
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn scratch_of(fixture: &str, tag: &str) -> Scratch {
+    Scratch::copy_of(&model_fixture(fixture), tag)
 }
 
 fn load_seqcls(dir: &Path) -> Result<RoFormerForSequenceClassification, Error> {
@@ -132,7 +102,7 @@ fn load_seqcls(dir: &Path) -> Result<RoFormerForSequenceClassification, Error> {
 
 #[test]
 fn missing_tensor_is_named() {
-    let scratch = Scratch::copy_of("seqcls", "missing");
+    let scratch = scratch_of("seqcls", "missing");
     scratch.edit_weights(|t| {
         t.remove("roformer.encoder.layer.1.attention.self.key.weight").unwrap();
     });
@@ -157,7 +127,7 @@ fn head_missing_from_an_encoder_checkpoint_is_named() {
 
 #[test]
 fn wrong_shape_is_named() {
-    let scratch = Scratch::copy_of("seqcls", "shape");
+    let scratch = scratch_of("seqcls", "shape");
     scratch.edit_weights(|t| {
         let w = t["classifier.out_proj.weight"].narrow(0, 0, 2).unwrap();
         t.insert("classifier.out_proj.weight".into(), w);
@@ -173,7 +143,7 @@ fn wrong_shape_is_named() {
 
 #[test]
 fn truncated_and_corrupt_files_are_named() {
-    let scratch = Scratch::copy_of("seqcls", "truncated");
+    let scratch = scratch_of("seqcls", "truncated");
     let file = scratch.path().join("model.safetensors");
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
@@ -184,7 +154,7 @@ fn truncated_and_corrupt_files_are_named() {
     let err = load_seqcls(scratch.path()).unwrap_err();
     assert!(matches!(&err, Error::Checkpoint { path, .. } if path == &file), "{err}");
 
-    let scratch = Scratch::copy_of("base_bin", "bin");
+    let scratch = scratch_of("base_bin", "bin");
     let file = scratch.path().join("pytorch_model.bin");
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() - 200]).unwrap();
@@ -194,7 +164,7 @@ fn truncated_and_corrupt_files_are_named() {
 
 #[test]
 fn malformed_config_and_missing_files_are_named() {
-    let scratch = Scratch::copy_of("seqcls", "config");
+    let scratch = scratch_of("seqcls", "config");
     let config = scratch.path().join("config.json");
     std::fs::write(&config, r#"{"hidden_size": 64, "num_attention_heads": "four"}"#).unwrap();
     match load_seqcls(scratch.path()) {
@@ -208,7 +178,7 @@ fn malformed_config_and_missing_files_are_named() {
     let err = Checkpoint::open(scratch.path()).unwrap_err();
     assert!(err.to_string().contains("no weights found"), "{err}");
 
-    let scratch = Scratch::copy_of("base_sharded", "shard");
+    let scratch = scratch_of("base_sharded", "shard");
     std::fs::remove_file(scratch.path().join("model-00003-of-00009.safetensors")).unwrap();
     let err = load_dir::<RoFormerModel>(scratch.path(), DType::F32, &Device::Cpu).unwrap_err();
     assert!(err.to_string().contains("model-00003-of-00009.safetensors"), "{err}");

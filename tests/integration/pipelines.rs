@@ -1,7 +1,7 @@
 //! The pipelines as a user calls them, against transformers on the same inputs (1e-4), and the
 //! metric code against scikit-learn and scipy.
 
-use crate::app::{glue, metrics, tsv};
+use crate::app::metrics;
 use roformer::{cosine_similarity, FillMask, PipelineOptions, Pooling, SentenceEncoder, TextClassifier};
 use serde_json::Value;
 
@@ -149,34 +149,6 @@ fn metrics_match_scikit_learn_and_scipy() {
     close("pearson", metrics::pearson(&x, &y), &r["pearson"]);
     close("spearman", metrics::spearman(&x, &y), &r["spearman"]);
     close("spearman ties", metrics::spearman(&xt, &y), &r["spearman_ties"]);
-}
-
-#[test]
-fn tsv_reading_detects_headers_and_names_bad_lines() {
-    let sst2 = "sentence\tlabel\ngood film \t1\n\nbad film\t0\nno label here\n";
-    let err = tsv::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), false).unwrap_err();
-    assert!(err.to_string().contains("dev.tsv:5"), "{err}");
-    let data = tsv::read_tsv(sst2.as_bytes(), "dev.tsv", &glue::Task::Sst2.columns(), true).unwrap();
-    assert!(data.has_header);
-    assert_eq!(data.rows.len(), 2);
-    assert_eq!((data.rows[1].line, data.rows[1].label.as_deref()), (4, Some("0")));
-    assert_eq!(data.skipped.len(), 1);
-    assert_eq!(data.skipped[0].line, 5);
-
-    let mrpc = "\u{feff}Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA b.\tA c.\n";
-    let data = tsv::read_tsv(mrpc.as_bytes(), "mrpc", &glue::Task::Mrpc.columns(), false).unwrap();
-    assert_eq!(data.rows[0].pair.as_deref(), Some("A c."));
-    assert!(data.has_labels());
-
-    let test_file = "index\tsentence\n0\tno labels\n1\t\n";
-    let data = tsv::read_tsv(test_file.as_bytes(), "test", &glue::Task::Sst2.columns(), false).unwrap();
-    assert!(!data.has_labels());
-    assert_eq!(data.rows[1].text, "", "empty text is kept, not dropped");
-
-    let cola = "gj04\t1\t\tOur friends won't buy this analysis.\ngj04\t0\t*\tThey drank the pub.\n";
-    let data = tsv::read_tsv(cola.as_bytes(), "cola", &glue::Task::Cola.columns(), false).unwrap();
-    assert!(!data.has_header);
-    assert_eq!(data.rows[1].label.as_deref(), Some("0"));
 }
 
 #[test]

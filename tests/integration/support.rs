@@ -75,3 +75,52 @@ pub fn assert_within(what: &str, ours: &Tensor, reference: &Tensor, max_abs: f64
             > 0.1
     );
 }
+
+/// A scratch copy of a fixture folder, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn copy_of(folder: &std::path::Path, tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("roformer-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+            }
+        }
+        Scratch(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    pub fn arg(&self) -> String {
+        self.0.to_string_lossy().into_owned()
+    }
+
+    /// Rewrites model.safetensors after `edit` changes its tensors.
+    pub fn edit_weights(&self, edit: impl FnOnce(&mut HashMap<String, Tensor>)) {
+        let file = self.0.join("model.safetensors");
+        let mut tensors = candle_core::safetensors::load(&file, &Device::Cpu).unwrap();
+        edit(&mut tensors);
+        candle_core::safetensors::save(&tensors, &file).unwrap();
+    }
+
+    /// Rewrites config.json after `edit` changes it.
+    pub fn edit_config(&self, edit: impl FnOnce(&mut serde_json::Value)) {
+        let file = self.0.join("config.json");
+        let mut config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        edit(&mut config);
+        std::fs::write(&file, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
