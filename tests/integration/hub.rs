@@ -66,9 +66,9 @@ fn serve(mut stream: TcpStream, repos: &Repos) -> std::io::Result<()> {
         let (revision, file) = rest.rsplit_once('/')?;
         let dir = repos.get(&(repo.trim_start_matches('/').to_string(), revision.to_string()))?;
         let body = std::fs::read(dir.join(file)).ok()?;
-        Some((revision.to_string(), body))
+        Some((repo.to_string(), revision.to_string(), body))
     });
-    let Some((revision, body)) = found else {
+    let Some((repo, revision, body)) = found else {
         return stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     };
     let size = body.len();
@@ -81,12 +81,19 @@ fn serve(mut stream: TcpStream, repos: &Repos) -> std::io::Result<()> {
         None => (0, size - 1),
     };
     let status = if range.is_some() { "206 Partial Content" } else { "200 OK" };
+    // Repos named evil-* answer with headers that would write outside the cache if trusted.
+    let etag = match repo.contains("evil-etag") {
+        true => "../../../../escaped".to_string(),
+        false => format!("{:016x}{size:08x}", fnv(&body)),
+    };
+    let commit = match repo.contains("evil-commit") {
+        true => "../../../escaped".to_string(),
+        false => format!("{:040x}", fnv(revision.as_bytes()) as u128),
+    };
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{end}/{size}\r\n\
-         ETag: \"{:016x}{size:08x}\"\r\nX-Repo-Commit: {:040x}\r\nConnection: close\r\n\r\n",
+         ETag: \"{etag}\"\r\nX-Repo-Commit: {commit}\r\nConnection: close\r\n\r\n",
         end + 1 - start,
-        fnv(&body),
-        fnv(revision.as_bytes()) as u128,
     );
     stream.write_all(head.as_bytes())?;
     stream.write_all(&body[start..=end])
@@ -165,4 +172,61 @@ fn hub_download_cache_offline_missing_files_and_revisions() {
 
     let _ = std::fs::remove_dir_all(&cache);
     let _ = std::fs::remove_dir_all(&no_weights);
+}
+
+#[test]
+fn nothing_a_repo_or_server_says_writes_outside_the_cache() {
+    let sharded =
+        crate::support::Scratch::copy_of(&crate::support::model_fixture("base_sharded"), "hub-escape");
+    let index = sharded.path().join("model.safetensors.index.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&index).unwrap()).unwrap();
+    let first = json["weight_map"].as_object().unwrap().keys().next().unwrap().clone();
+    json["weight_map"][&first] = "../../escaped.safetensors".into();
+    std::fs::write(&index, json.to_string()).unwrap();
+    std::fs::copy(pipeline("cls").join("vocab.txt"), sharded.path().join("vocab.txt")).unwrap();
+
+    let mut repos = Repos::new();
+    for repo in ["test-org/evil-etag", "test-org/evil-commit"] {
+        repos.insert((repo.into(), "main".into()), pipeline("cls"));
+    }
+    repos.insert(("test-org/evil-index".into(), "main".into()), sharded.path().to_path_buf());
+    let server = Server::start(repos);
+    let root = std::env::temp_dir().join(format!("roformer-hub-escape-{}", std::process::id()));
+    let cache = root.join("cache");
+    let _ = std::fs::remove_dir_all(&root);
+    let options = PipelineOptions::default()
+        .with_cache_dir(&cache)
+        .with_endpoint(format!("http://127.0.0.1:{}", server.port))
+        .with_offline(false);
+
+    for (repo, fault) in [
+        ("test-org/evil-etag", "etag"),
+        ("test-org/evil-commit", "commit"),
+        ("test-org/evil-index", "escaped.safetensors"),
+    ] {
+        let err = roformer::SentenceEncoder::from_pretrained_with(repo, options.clone()).unwrap_err();
+        assert!(err.to_string().contains(fault), "{repo}: {err}");
+    }
+    // A revision or repo id that could leave the cache is refused before any request.
+    let before = server.requests();
+    for (repo, revision) in [("test-org/x", "../../x"), ("../x", "main"), ("test-org/x", "refs/../../x")] {
+        let err =
+            TextClassifier::from_pretrained_with(repo, options.clone().with_revision(revision)).unwrap_err();
+        assert!(err.to_string().contains("invalid") || err.to_string().contains("no such folder"), "{err}");
+    }
+    assert_eq!(server.requests(), before);
+    // Everything written is under the cache folder.
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            assert!(path.starts_with(&cache), "{} is outside the cache", path.display());
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    assert!(!root.parent().unwrap().join("escaped.safetensors").exists());
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -7,6 +7,7 @@ mod bad_input;
 
 mod examples;
 mod families;
+mod fuzz;
 mod hub;
 mod model_behaviour;
 mod model_parity;

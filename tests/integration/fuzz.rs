@@ -1,0 +1,281 @@
+//! Property-based fuzzing of every reader of untrusted input: config.json, the safetensors header,
+//! the shard index, vocab.txt, tokenizer_config.json and the TSV reader. Each must return a
+//! value or an error, never panic. `cargo test` runs a few cases of each; `scripts/fuzz.sh` runs
+//! many (PROPTEST_CASES) and reports the counts.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use candle_core::{DType, Device};
+use proptest::prelude::*;
+use proptest::test_runner::{Config as RunnerConfig, TestRunner};
+use roformer::{Checkpoint, Config, RoFormerModel, Tokenizer};
+
+use crate::app::glue::{Column, Columns};
+use crate::app::tsv;
+use crate::support::{fixture, model_fixture};
+
+/// Runs `property` on `strategy` for PROPTEST_CASES cases (64 by default), failing with the
+/// smallest input proptest finds if it errs or panics, and reports the count on stderr.
+fn fuzz<S: Strategy>(name: &str, strategy: S, property: impl Fn(S::Value))
+where
+    S::Value: std::fmt::Debug,
+{
+    let mut config = RunnerConfig { failure_persistence: None, ..RunnerConfig::default() };
+    if std::env::var("PROPTEST_CASES").is_err() {
+        config.cases = 64;
+    }
+    let cases = AtomicUsize::new(0);
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&strategy, |value| {
+        cases.fetch_add(1, Ordering::Relaxed);
+        property(value);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("fuzz {name}: {e}");
+    }
+    eprintln!("fuzz {name}: {} cases, no panic", cases.load(Ordering::Relaxed));
+}
+
+/// A scratch folder per target, reused across its cases.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("roformer-fuzz-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Bytes with the structure of the format most of the time, and noise some of the time.
+fn json_like() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("null".to_string()),
+        any::<bool>().prop_map(|b| b.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_map(|f| format!("{f:?}")),
+        Just("1e400".to_string()),
+        Just("-0.0".to_string()),
+        "[a-z_]{0,12}".prop_map(|s| format!("{s:?}")),
+        ".{0,8}".prop_map(|s| format!("{s:?}")),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(|v| format!("[{}]", v.join(","))),
+            prop::collection::vec((field_name(), inner), 0..6).prop_map(|kv| {
+                let body: Vec<String> = kv.into_iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
+                format!("{{{}}}", body.join(","))
+            }),
+        ]
+    })
+}
+
+fn field_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "embedding_size",
+            "hidden_act",
+            "id2label",
+            "label2id",
+            "num_labels",
+            "rope_scaling",
+            "rope_parameters",
+            "rope_theta",
+            "norm_type",
+            "layer_norm_eps",
+            "type_vocab_size",
+            "pooler_activation",
+            "problem_type",
+            "weight_map",
+            "dtype",
+            "shape",
+            "data_offsets",
+            "do_lower_case",
+            "model_max_length",
+            "tokenize_chinese_chars",
+            "strip_accents",
+            "tokenizer_class",
+            "unk_token",
+            "mask_token",
+            "pad_token",
+        ])
+        .prop_map(str::to_string),
+        "[a-z_.0-9]{0,10}",
+    ]
+}
+
+#[test]
+fn fuzz_config() {
+    let object = prop::collection::vec((field_name(), json_like()), 0..10).prop_map(|kv| {
+        let body: Vec<String> = kv.into_iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
+        format!("{{{}}}", body.join(","))
+    });
+    fuzz("config.json", prop_oneof![object, json_like(), ".{0,64}"], |text| {
+        if let Ok(config) = Config::from_json(&text) {
+            // A config that parses is valid, and what it asks for can be computed.
+            config.validate().unwrap();
+            let _ = (config.num_labels(), config.head_dim(), config.rope_scaling(), config.rope_theta());
+        }
+    });
+}
+
+/// A small real checkpoint's bytes with its header rewritten or its bytes flipped.
+#[test]
+fn fuzz_safetensors_header() {
+    let original = std::fs::read(model_fixture("base").join("model.safetensors")).unwrap();
+    let config = Config::from_file(model_fixture("base").join("config.json")).unwrap();
+    let header_len = u64::from_le_bytes(original[..8].try_into().unwrap()) as usize;
+    let dir = scratch("safetensors");
+    let file = dir.join("model.safetensors");
+    let edits = prop_oneof![
+        // Flip bytes inside the header.
+        prop::collection::vec((0..header_len + 8, any::<u8>()), 1..6).prop_map(Edit::Bytes),
+        // A header of JSON-like text.
+        json_like().prop_map(Edit::Header),
+        // A length prefix that lies.
+        any::<u64>().prop_map(Edit::Length),
+        // Cut short.
+        (0..original.len()).prop_map(Edit::Truncate),
+    ];
+    fuzz("safetensors header", edits, |edit| {
+        let mut bytes = original.clone();
+        match edit {
+            Edit::Bytes(flips) => flips.iter().for_each(|&(i, b)| bytes[i] = b),
+            Edit::Header(text) => {
+                bytes = (text.len() as u64).to_le_bytes().to_vec();
+                bytes.extend_from_slice(text.as_bytes());
+                bytes.extend_from_slice(&original[8 + header_len..]);
+            }
+            Edit::Length(n) => bytes[..8].copy_from_slice(&n.to_le_bytes()),
+            Edit::Truncate(n) => bytes.truncate(n),
+        }
+        std::fs::write(&file, &bytes).unwrap();
+        if let Ok(checkpoint) = Checkpoint::open(&file) {
+            let _ = checkpoint.load::<RoFormerModel>(&config, DType::F32, &Device::Cpu);
+        }
+    });
+}
+
+#[derive(Debug, Clone)]
+enum Edit {
+    Bytes(Vec<(usize, u8)>),
+    Header(String),
+    Length(u64),
+    Truncate(usize),
+}
+
+#[test]
+fn fuzz_shard_index() {
+    let sharded = model_fixture("base_sharded");
+    let dir = scratch("shards");
+    for entry in std::fs::read_dir(&sharded).unwrap().flatten() {
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let names: Vec<String> = std::fs::read_dir(&sharded)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".safetensors"))
+        .collect();
+    let file_name = prop_oneof![
+        prop::sample::select(names),
+        Just("../escape.safetensors".to_string()),
+        Just("/etc/passwd".to_string()),
+        "[a-z./\\\\-]{0,20}",
+    ];
+    let index = prop_oneof![
+        prop::collection::vec(("[a-z.0-9_]{1,30}", file_name), 0..6).prop_map(|entries| {
+            let map: Vec<String> = entries.iter().map(|(t, f)| format!("{t:?}:{f:?}")).collect();
+            format!("{{\"metadata\":{{}},\"weight_map\":{{{}}}}}", map.join(","))
+        }),
+        json_like(),
+    ];
+    let config = Config::from_file(sharded.join("config.json")).unwrap();
+    fuzz("shard index", index, |text| {
+        std::fs::write(dir.join("model.safetensors.index.json"), text).unwrap();
+        if let Ok(checkpoint) = Checkpoint::open(dir.join("model.safetensors.index.json")) {
+            assert!(checkpoint.tensor_names().len() < 1000);
+            let _ = checkpoint.load::<RoFormerModel>(&config, DType::F32, &Device::Cpu);
+        }
+    });
+}
+
+/// vocab.txt lines and tokenizer_config.json values; a tokenizer that loads must encode.
+#[test]
+fn fuzz_vocab_and_tokenizer_config() {
+    let vocab: Vec<String> = std::fs::read_to_string(fixture("pipelines/cls/vocab.txt"))
+        .unwrap()
+        .split('\n')
+        .take(200)
+        .map(str::to_string)
+        .collect();
+    let dir = scratch("vocab");
+    let line = prop_oneof![
+        4 => prop::sample::select(vocab),
+        1 => ".{0,6}",
+        1 => Just(String::new()),
+        1 => Just("\u{2028}".to_string()),
+        1 => Just("\r".to_string()),
+        1 => Just("[UNK]".to_string()),
+    ];
+    let tokenizer_config = prop::collection::vec((field_name(), json_like()), 0..5).prop_map(|kv| {
+        let body: Vec<String> = kv.into_iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
+        format!("{{{}}}", body.join(","))
+    });
+    let inputs = (prop::collection::vec(line, 0..40), tokenizer_config, ".{0,40}");
+    fuzz("vocab + tokenizer_config", inputs, |(lines, tokenizer_config, text)| {
+        std::fs::write(dir.join("vocab.txt"), lines.join("\n")).unwrap();
+        std::fs::write(dir.join("tokenizer_config.json"), tokenizer_config).unwrap();
+        if let Ok(tokenizer) = Tokenizer::from_dir(&dir) {
+            if let Ok(encoded) = tokenizer.encode(&text) {
+                let _ = tokenizer.decode(&encoded.input_ids, true);
+            }
+        }
+    });
+}
+
+#[test]
+fn fuzz_tsv() {
+    let bytes = prop_oneof![
+        prop::collection::vec(
+            prop_oneof![
+                4 => "[a-z ]{0,6}".prop_map(String::into_bytes),
+                2 => Just(b"\t".to_vec()),
+                2 => Just(b"\n".to_vec()),
+                1 => Just(b"\r".to_vec()),
+                1 => Just(b"\r\n".to_vec()),
+                1 => Just(b"sentence\tlabel".to_vec()),
+                1 => prop::collection::vec(any::<u8>(), 0..4),
+            ],
+            0..40,
+        )
+        .prop_map(|parts| parts.concat()),
+        prop::collection::vec(any::<u8>(), 0..200),
+    ];
+    let columns = prop_oneof![
+        Just(None),
+        (0..4usize, prop::option::of(0..4usize), prop::option::of(0..4usize)).prop_map(|(t, p, l)| Some(
+            Columns { text: Column::Index(t), pair: p.map(Column::Index), label: l.map(Column::Index) }
+        )),
+        Just(Some(Columns {
+            text: Column::Name("sentence".into()),
+            pair: None,
+            label: Some(Column::Name("label".into())),
+        })),
+    ];
+    let inputs = (bytes, columns, prop::option::of(any::<bool>()), any::<bool>());
+    fuzz("tsv", inputs, |(bytes, columns, header, skip)| {
+        let lines = 1 + bytes.iter().filter(|&&b| b == b'\n' || b == b'\r').count();
+        if let Ok(data) = tsv::read_tsv(&bytes[..], "fuzz.tsv", columns.as_ref(), header, skip) {
+            // Every row keeps its own number, in order, and no line is counted twice.
+            assert!(data.rows.windows(2).all(|w| w[0].index < w[1].index && w[0].line < w[1].line));
+            assert!(data.rows.len() + data.skipped.len() <= lines);
+            assert!(data.rows.iter().all(|r| r.line == r.index + 1 + usize::from(data.has_header)));
+        }
+    });
+}
