@@ -4,7 +4,7 @@
 //! `cargo build --release --example serve && cargo bench --bench serve_load`
 //!
 //! Environment: `SERVE_MODEL` (default models/roformer-sst2), `SERVE_SECONDS` per cell (5),
-//! `SST2_DEV` (GLUE SST-2 dev.tsv; default ../shared/data/glue/SST-2/dev.tsv, else built-in sentences).
+//! `SERVE_FLAGS` (more server flags), `SST2_DEV` (GLUE SST-2 dev.tsv; default ../shared/data/glue/SST-2/dev.tsv, else built-in sentences).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -37,6 +37,9 @@ fn main() {
     }
     let model = std::env::var("SERVE_MODEL")
         .unwrap_or_else(|_| root.join("models/roformer-sst2").display().to_string());
+    // More server flags for every run, e.g. `--quantize int8`.
+    let extra: Vec<String> =
+        std::env::var("SERVE_FLAGS").unwrap_or_default().split_whitespace().map(String::from).collect();
     let seconds: f64 = std::env::var("SERVE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5.0);
     let sentences = Arc::new(sentences(&root));
     println!("model {model}, {} sentences, {seconds} s per cell\n", sentences.len());
@@ -45,7 +48,8 @@ fn main() {
     for (label, flags) in
         [("on", &[][..]), ("off (--max-batch-requests 1)", &["--max-batch-requests", "1"][..])]
     {
-        let (mut child, base) = start(&server_exe, &model, flags);
+        let flags: Vec<&str> = flags.iter().copied().chain(extra.iter().map(String::as_str)).collect();
+        let (mut child, base) = start(&server_exe, &model, &flags);
         let mut throughput = Vec::new();
         run(&base, &sentences, 4, 1.0); // warm-up
         for clients in [1, 8, 32] {
@@ -88,7 +92,8 @@ fn start(exe: &std::path::Path, model: &str, flags: &[&str]) -> (Child, String) 
             return (child, format!("http://{address}"));
         }
     }
-    panic!("the server exited before listening");
+    let status = child.wait();
+    panic!("the server exited before listening: {status:?}");
 }
 
 /// `clients` threads send requests back to back for `seconds`; returns the count, requests per

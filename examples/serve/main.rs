@@ -57,6 +57,9 @@ struct Args {
     /// answers them 422 instead).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     auto_truncate: bool,
+    /// Threads of the inference pool (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 2_000_000)]
     payload_limit: usize,
@@ -124,6 +127,9 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
     if let Some(pooling) = args.pooling {
         options = options.with_pooling(pooling);
     }
+    if let Some(threads) = args.threads {
+        options = options.with_threads(threads);
+    }
     let compute_type = if options.device.is_cpu() { "cpu" } else { "gpu" };
     let dir = options
         .hub
@@ -142,7 +148,13 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
         let label2id: serde_json::Map<_, _> = labels.enumerate().map(|(i, l)| (l, i.into())).collect();
         let model_type = serde_json::json!({"classifier": {"id2label": id2label, "label2id": label2id}});
         let (tokenizer, max_length) = (classifier.tokenizer().clone(), classifier.max_length());
-        (Backend::Classifier { classifier, encoder }, Kind::Classifier, tokenizer, max_length, model_type)
+        (
+            Backend::Classifier { classifier: Box::new(classifier), encoder },
+            Kind::Classifier,
+            tokenizer,
+            max_length,
+            model_type,
+        )
     } else {
         let encoder = SentenceEncoder::from_pretrained_with(&dir, options).with_context(load_context)?;
         let pooling = match encoder.pooling() {

@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 
 /// The loaded model: a classifier also embeds, through its own encoder (shared weights).
 pub enum Backend {
-    Classifier { classifier: TextClassifier, encoder: SentenceEncoder },
+    Classifier { classifier: Box<TextClassifier>, encoder: SentenceEncoder },
     Encoder(SentenceEncoder),
 }
 
