@@ -1,5 +1,6 @@
 //! Load on the serve example: single-sentence /predict requests from 1, 8 and 32 client threads,
-//! with dynamic batching on and off (`--max-batch-requests 1`); throughput, p50 and p99 latency.
+//! with dynamic batching on and off (`--max-batch-requests 1`); throughput, p50 and p99 latency, and the
+//! mean number of inputs per batch the server ran.
 //!
 //! `cargo build --release --example serve && cargo bench --bench serve_load`
 //!
@@ -43,8 +44,8 @@ fn main() {
     let seconds: f64 = std::env::var("SERVE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5.0);
     let sentences = Arc::new(sentences(&root));
     println!("model {model}, {} sentences, {seconds} s per cell\n", sentences.len());
-    println!("| dynamic batching | clients | requests | req/s | p50 ms | p99 ms |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| dynamic batching | clients | requests | req/s | p50 ms | p99 ms | mean batch |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (label, flags) in
         [("on", &[][..]), ("off (--max-batch-requests 1)", &["--max-batch-requests", "1"][..])]
     {
@@ -53,9 +54,12 @@ fn main() {
         let mut throughput = Vec::new();
         run(&base, &sentences, 4, 1.0); // warm-up
         for clients in [1, 8, 32] {
+            let before = batches(&base);
             let (n, rate, p50, p99) = run(&base, &sentences, clients, seconds);
+            let after = batches(&base);
+            let mean_batch = (after.0 - before.0) / (after.1 - before.1).max(1.0);
             throughput.push(rate);
-            println!("| {label} | {clients} | {n} | {rate:.0} | {p50:.2} | {p99:.2} |");
+            println!("| {label} | {clients} | {n} | {rate:.0} | {p50:.2} | {p99:.2} | {mean_batch:.1} |");
         }
         eprintln!(
             "batching {label}: 32 clients give {:.1}x the throughput of 1",
@@ -64,6 +68,16 @@ fn main() {
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         let _ = child.wait();
     }
+}
+
+/// The server's `te_batch_next_size` sum and count: inputs per batch it ran.
+fn batches(base: &str) -> (f64, f64) {
+    let mut response = ureq::get(format!("{base}/metrics")).call().unwrap();
+    let text = response.body_mut().read_to_string().unwrap();
+    let value = |name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(0.0)
+    };
+    (value("te_batch_next_size_sum "), value("te_batch_next_size_count "))
 }
 
 /// SST-2 dev sentences when the data is there, else a dozen of them built in.
