@@ -13,6 +13,7 @@ mod model_behaviour;
 mod model_parity;
 mod pipelines;
 mod quantization;
+mod serve;
 mod tokenizer_behaviour;
 mod tokenizer_parity;
 mod training;

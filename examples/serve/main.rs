@@ -1,0 +1,258 @@
+//! An HTTP server with text-embeddings-inference's API (TEI 1.9): /embed, /predict,
+//! /v1/embeddings (OpenAI), /tokenize, /decode, POST /, /health, /info and /metrics, with dynamic
+//! batching by token budget on a dedicated inference thread.
+//!
+//! `cargo run --release --example serve -- --model models/roformer-sst2 --port 8080`
+//!
+//! It prints `listening on HOST:PORT` once it accepts connections (`--port 0` picks a free port),
+//! and on SIGTERM or Ctrl-C stops accepting, finishes the requests in flight and exits 0.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use roformer::{Config, Pooling, SentenceEncoder, TextClassifier, Truncation};
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod api;
+mod metrics;
+mod queue;
+mod routes;
+
+use queue::{Backend, Limits, Queue};
+use routes::{App, Kind};
+
+#[derive(Parser)]
+#[command(about = "Serve a RoFormer checkpoint over text-embeddings-inference's HTTP API")]
+struct Args {
+    /// Checkpoint folder or Hub id.
+    #[arg(long, alias = "model-id")]
+    model: String,
+    #[command(flatten)]
+    run: common::RunArgs,
+    /// cls, mean or pooler, for /embed (default: the checkpoint's pooler if it has one, else mean).
+    #[arg(long)]
+    pooling: Option<Pooling>,
+    /// Address to listen on.
+    #[arg(long, alias = "hostname", default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on; 0 picks a free one.
+    #[arg(long, short = 'p', default_value_t = 8080)]
+    port: u16,
+    /// Tokens one batch may hold (the sum of its inputs' lengths).
+    #[arg(long, default_value_t = 16384)]
+    max_batch_tokens: usize,
+    /// Inputs one batch may hold (no limit by default); 1 turns dynamic batching off.
+    #[arg(long)]
+    max_batch_requests: Option<usize>,
+    /// Inputs in flight at once; past it requests get 429.
+    #[arg(long, default_value_t = 512)]
+    max_concurrent_requests: usize,
+    /// Inputs one request may hold.
+    #[arg(long, default_value_t = 32)]
+    max_client_batch_size: usize,
+    /// Truncate inputs past the max length when the request does not say (`--auto-truncate false`
+    /// answers them 422 instead).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    auto_truncate: bool,
+    /// Threads of the inference pool (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 2_000_000)]
+    payload_limit: usize,
+    /// The model name /info and /v1/embeddings report (default: --model).
+    #[arg(long)]
+    served_model_name: Option<String>,
+}
+
+fn main() -> std::process::ExitCode {
+    common::main_with(run)
+}
+
+fn run() -> Result<()> {
+    let args = Args::parse();
+    if args.max_batch_requests == Some(0)
+        || args.max_concurrent_requests == 0
+        || args.max_client_batch_size == 0
+    {
+        bail!(
+            "--max-batch-requests, --max-concurrent-requests and --max-client-batch-size must be at least 1"
+        );
+    }
+    let metrics = Arc::new(metrics::Metrics::default());
+    let (backend, app) = load(&args, metrics.clone())?;
+    let queue = app.queue.clone();
+    let worker = std::thread::Builder::new()
+        .name("roformer-batcher".into())
+        .spawn({
+            let queue = queue.clone();
+            move || queue::work(&queue, &backend)
+        })
+        .context("starting the inference thread")?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let served = runtime.block_on(async {
+        // Signal handlers go in before the address is printed: a SIGTERM sent the moment a
+        // client sees it must already mean "shut down gracefully".
+        let shutdown = shutdown_signal()?;
+        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+            .await
+            .with_context(|| format!("binding {}:{}", args.host, args.port))?;
+        let address = listener.local_addr()?;
+        {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "listening on {address}")?;
+            stdout.flush()?;
+        }
+        axum::serve(listener, routes::router(app, args.payload_limit))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving")
+    });
+    // Every request has had its answer by now; let the worker drain and stop.
+    queue.close();
+    let _ = worker.join();
+    served
+}
+
+/// Loads the checkpoint: a sequence classifier serves /predict and embeds through its encoder;
+/// any other checkpoint embeds.
+fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App>)> {
+    // Embeddings come back unnormalised: each request says whether to normalise.
+    let mut options = args.run.options()?.with_normalize(false);
+    if let Some(pooling) = args.pooling {
+        options = options.with_pooling(pooling);
+    }
+    if let Some(threads) = args.threads {
+        options = options.with_threads(threads);
+    }
+    let compute_type = if options.device.is_cpu() { "cpu" } else { "gpu" };
+    let dir = options
+        .hub
+        .resolve(&args.model, options.revision.as_deref())
+        .with_context(|| format!("loading {}", args.model))?;
+    let config = Config::from_file(dir.join("config.json"))?;
+    let is_classifier =
+        config.architectures.iter().flatten().any(|a| a.ends_with("ForSequenceClassification"));
+    let load_context = || format!("loading {}", args.model);
+    let (backend, kind, mut tokenizer, max_length, model_type) = if is_classifier {
+        let classifier = TextClassifier::from_pretrained_with(&dir, options).with_context(load_context)?;
+        let encoder = SentenceEncoder::from_classifier(&classifier)?;
+        let labels = (0..config.num_labels()).map(|i| config.label(i));
+        let id2label: serde_json::Map<_, _> =
+            labels.clone().enumerate().map(|(i, l)| (i.to_string(), l.into())).collect();
+        let label2id: serde_json::Map<_, _> = labels.enumerate().map(|(i, l)| (l, i.into())).collect();
+        let model_type = serde_json::json!({"classifier": {"id2label": id2label, "label2id": label2id}});
+        let (tokenizer, max_length) = (classifier.tokenizer().clone(), classifier.max_length());
+        (
+            Backend::Classifier { classifier: Box::new(classifier), encoder },
+            Kind::Classifier,
+            tokenizer,
+            max_length,
+            model_type,
+        )
+    } else {
+        let encoder = SentenceEncoder::from_pretrained_with(&dir, options).with_context(load_context)?;
+        let pooling = match encoder.pooling() {
+            Pooling::Cls => "cls",
+            Pooling::Mean => "mean",
+            Pooling::Pooler => "pooler",
+        };
+        let model_type = serde_json::json!({"embedding": {"pooling": pooling}});
+        let (tokenizer, max_length) = (encoder.tokenizer().clone(), encoder.max_length());
+        (Backend::Encoder(encoder), Kind::Embedding, tokenizer, max_length, model_type)
+    };
+    // As TEI: an input must fit in one batch, so the max input length is capped by the budget
+    // when truncating, and is a startup error otherwise.
+    let max_input_length = if max_length > args.max_batch_tokens {
+        if !args.auto_truncate {
+            bail!(
+                "the model takes {max_length} tokens, more than --max-batch-tokens {}: raise it, or lower --max-length",
+                args.max_batch_tokens
+            );
+        }
+        tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(args.max_batch_tokens))?;
+        args.max_batch_tokens
+    } else {
+        max_length
+    };
+    let mut untruncated = tokenizer.clone();
+    untruncated.set_truncation(None, None)?;
+
+    let served_model_name = args.served_model_name.clone().unwrap_or_else(|| args.model.clone());
+    let dtype = match args.run.dtype.as_str() {
+        "f16" => "float16",
+        "bf16" => "bfloat16",
+        _ => "float32",
+    };
+    let tokenization_workers = tokio_threads();
+    let info = serde_json::json!({
+        "model_id": args.model,
+        "model_sha": args.run.revision,
+        "model_dtype": dtype,
+        "served_model_name": served_model_name,
+        "model_type": model_type,
+        "max_concurrent_requests": args.max_concurrent_requests,
+        "max_input_length": max_input_length,
+        "max_batch_tokens": args.max_batch_tokens,
+        "max_batch_requests": args.max_batch_requests,
+        "max_client_batch_size": args.max_client_batch_size,
+        "auto_truncate": args.auto_truncate,
+        "tokenization_workers": tokenization_workers,
+        "version": env!("CARGO_PKG_VERSION"),
+        "tei_api_version": "1.9.3",
+        "sha": null,
+        "docker_label": null,
+    });
+    let limits =
+        Limits { max_batch_tokens: args.max_batch_tokens, max_batch_requests: args.max_batch_requests };
+    let app = App {
+        kind,
+        tokenizer,
+        untruncated,
+        config,
+        max_input_length,
+        max_client_batch_size: args.max_client_batch_size,
+        auto_truncate: args.auto_truncate,
+        served_model_name,
+        compute_type,
+        info,
+        queue: Arc::new(Queue::new(limits, metrics.clone())),
+        permits: Arc::new(tokio::sync::Semaphore::new(args.max_concurrent_requests)),
+        metrics,
+    };
+    Ok((backend, Arc::new(app)))
+}
+
+/// Tokenization runs in the handlers, on the runtime's threads (one per core).
+fn tokio_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Resolves on SIGTERM or Ctrl-C. The handlers are registered now, not at first poll.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+            eprintln!("shutting down: finishing the requests in flight");
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            eprintln!("shutting down: finishing the requests in flight");
+        })
+    }
+}
