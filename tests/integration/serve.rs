@@ -282,7 +282,7 @@ fn tokenize_decode_health_info_and_metrics() {
 
     server.ok("/predict", json!({"inputs": [["a"], ["b"]]}));
     let (status, _) = server.post("/embed", r#"{"inputs": ""}"#);
-    assert_eq!(status, 400);
+    assert_eq!(status, 422);
     let (status, metrics) = server.get("/metrics");
     assert_eq!(status, 200);
     for line in [
@@ -321,11 +321,11 @@ fn errors_have_tei_statuses_and_bodies() {
     error("/embed", r#"{"input": "a"}"#, 422, "Validation");
     let message = error("/predict", r#"{"inputs": ["a", "b", "c"]}"#, 422, "Validation");
     assert!(message.contains("invalid length 3"), "{message}");
-    let message = error("/embed", r#"{"inputs": ""}"#, 400, "Empty");
+    let message = error("/embed", r#"{"inputs": ""}"#, 422, "Empty");
     assert_eq!(message, "Input validation error: `inputs` cannot be empty");
-    error("/embed", r#"{"inputs": []}"#, 400, "Empty");
-    error("/embed", r#"{"inputs": ["a", ""]}"#, 400, "Empty");
-    let message = error("/embed", r#"{"inputs": ["a", "b", "c", "d", "e"]}"#, 422, "Validation");
+    error("/embed", r#"{"inputs": []}"#, 422, "Empty");
+    error("/embed", r#"{"inputs": ["a", ""]}"#, 422, "Empty");
+    let message = error("/embed", r#"{"inputs": ["a", "b", "c", "d", "e"]}"#, 413, "Validation");
     assert_eq!(message, "batch size 5 > maximum allowed batch size 4");
     // Four inputs pass the batch check but need four of the three permits.
     let message = error("/embed", r#"{"inputs": ["a", "b", "c", "d"]}"#, 429, "Overloaded");
@@ -353,11 +353,11 @@ fn errors_have_tei_statuses_and_bodies() {
 
     // OpenAI's route reports errors in OpenAI's shape.
     let (status, text) = server.post("/v1/embeddings", r#"{"input": ["a", "b", "c", "d", "e"]}"#);
-    assert_eq!(status, 422);
+    assert_eq!(status, 413);
     let value: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         value,
-        json!({"message": "batch size 5 > maximum allowed batch size 4", "code": 422, "type": "Validation"})
+        json!({"message": "batch size 5 > maximum allowed batch size 4", "code": 413, "type": "Validation"})
     );
 
     assert_eq!(server.post("/nowhere", "{}").0, 404);
