@@ -13,6 +13,6 @@ else
   status="FAILED"
 fi
 grep -E '^fuzz |panicked|minimal failing input' "$log" || true
-total=$(grep -Eo '^fuzz [^:]+: [0-9]+ cases' "$log" | awk '{s += $(NF-1)} END {print s + 0}')
+total=$(grep -Eo '[0-9]+ cases' "$log" | awk '{s += $1} END {print s + 0}')
 echo "$total cases in $(( $(date +%s) - start )) s over $(grep -c '^fuzz ' "$log") targets: $status"
 [ "$status" = "all passed" ] || { tail -40 "$log"; exit 1; }

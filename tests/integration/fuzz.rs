@@ -16,8 +16,9 @@ use crate::app::tsv;
 use crate::support::{fixture, model_fixture};
 
 /// Runs `property` on `strategy` for PROPTEST_CASES cases (64 by default), failing with the
-/// smallest input proptest finds if it errs or panics, and reports the count on stderr.
-fn fuzz<S: Strategy>(name: &str, strategy: S, property: impl Fn(S::Value))
+/// smallest input proptest finds if it errs or panics, and reports on stderr how many cases ran
+/// and how many the reader accepted (`property` returns whether it did).
+fn fuzz<S: Strategy>(name: &str, strategy: S, property: impl Fn(S::Value) -> bool)
 where
     S::Value: std::fmt::Debug,
 {
@@ -25,17 +26,23 @@ where
     if std::env::var("PROPTEST_CASES").is_err() {
         config.cases = 64;
     }
-    let cases = AtomicUsize::new(0);
+    let (cases, accepted) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let mut runner = TestRunner::new(config);
     let result = runner.run(&strategy, |value| {
         cases.fetch_add(1, Ordering::Relaxed);
-        property(value);
+        if property(value) {
+            accepted.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     });
     if let Err(e) = result {
         panic!("fuzz {name}: {e}");
     }
-    eprintln!("fuzz {name}: {} cases, no panic", cases.load(Ordering::Relaxed));
+    let (cases, accepted) = (cases.load(Ordering::Relaxed), accepted.load(Ordering::Relaxed));
+    eprintln!(
+        "fuzz {name}: {cases} cases, no panic ({accepted} accepted, {} refused with an error)",
+        cases - accepted
+    );
 }
 
 /// A scratch folder per target, reused across its cases.
@@ -116,11 +123,11 @@ fn fuzz_config() {
         format!("{{{}}}", body.join(","))
     });
     fuzz("config.json", prop_oneof![object, json_like(), ".{0,64}"], |text| {
-        if let Ok(config) = Config::from_json(&text) {
-            // A config that parses is valid, and what it asks for can be computed.
-            config.validate().unwrap();
-            let _ = (config.num_labels(), config.head_dim(), config.rope_scaling(), config.rope_theta());
-        }
+        let Ok(config) = Config::from_json(&text) else { return false };
+        // A config that parses is valid, and what it asks for can be computed.
+        config.validate().unwrap();
+        let _ = (config.num_labels(), config.head_dim(), config.rope_scaling(), config.rope_theta());
+        true
     });
 }
 
@@ -155,9 +162,9 @@ fn fuzz_safetensors_header() {
             Edit::Truncate(n) => bytes.truncate(n),
         }
         std::fs::write(&file, &bytes).unwrap();
-        if let Ok(checkpoint) = Checkpoint::open(&file) {
-            let _ = checkpoint.load::<RoFormerModel>(&config, DType::F32, &Device::Cpu);
-        }
+        let Ok(checkpoint) = Checkpoint::open(&file) else { return false };
+        let _ = checkpoint.load::<RoFormerModel>(&config, DType::F32, &Device::Cpu);
+        true
     });
 }
 
@@ -188,7 +195,26 @@ fn fuzz_shard_index() {
         Just("/etc/passwd".to_string()),
         "[a-z./\\\\-]{0,20}",
     ];
+    let real: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sharded.join("model.safetensors.index.json")).unwrap())
+            .unwrap();
+    let tensors: Vec<String> = real["weight_map"].as_object().unwrap().keys().cloned().collect();
     let index = prop_oneof![
+        // The real index with a few entries renamed, pointed elsewhere or dropped.
+        prop::collection::vec((0..tensors.len(), prop::option::of(file_name.clone())), 0..4).prop_map(
+            move |edits| {
+                let mut index = real.clone();
+                for (i, file) in edits {
+                    match file {
+                        Some(f) => index["weight_map"][&tensors[i]] = f.into(),
+                        None => {
+                            index["weight_map"].as_object_mut().unwrap().remove(&tensors[i]);
+                        }
+                    }
+                }
+                index.to_string()
+            }
+        ),
         prop::collection::vec(("[a-z.0-9_]{1,30}", file_name), 0..6).prop_map(|entries| {
             let map: Vec<String> = entries.iter().map(|(t, f)| format!("{t:?}:{f:?}")).collect();
             format!("{{\"metadata\":{{}},\"weight_map\":{{{}}}}}", map.join(","))
@@ -198,10 +224,10 @@ fn fuzz_shard_index() {
     let config = Config::from_file(sharded.join("config.json")).unwrap();
     fuzz("shard index", index, |text| {
         std::fs::write(dir.join("model.safetensors.index.json"), text).unwrap();
-        if let Ok(checkpoint) = Checkpoint::open(dir.join("model.safetensors.index.json")) {
-            assert!(checkpoint.tensor_names().len() < 1000);
-            let _ = checkpoint.load::<RoFormerModel>(&config, DType::F32, &Device::Cpu);
-        }
+        let Ok(checkpoint) = Checkpoint::open(dir.join("model.safetensors.index.json")) else { return false };
+        assert!(checkpoint.tensor_names().len() < 1000);
+        let _ = checkpoint.load::<RoFormerModel>(&config, DType::F32, &Device::Cpu);
+        true
     });
 }
 
@@ -227,15 +253,26 @@ fn fuzz_vocab_and_tokenizer_config() {
         let body: Vec<String> = kv.into_iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
         format!("{{{}}}", body.join(","))
     });
-    let inputs = (prop::collection::vec(line, 0..40), tokenizer_config, ".{0,40}");
-    fuzz("vocab + tokenizer_config", inputs, |(lines, tokenizer_config, text)| {
+    let tokenizer_config = prop_oneof![
+        Just("{}".to_string()),
+        Just(r#"{"do_lower_case": false, "tokenizer_class": "RoFormerTokenizer"}"#.to_string()),
+        tokenizer_config,
+    ];
+    // The special tokens first, most of the time, so that most vocabularies load and get used.
+    let specials = prop_oneof![3 => Just(true), 1 => Just(false)];
+    let inputs = (specials, prop::collection::vec(line, 0..40), tokenizer_config, ".{0,40}");
+    fuzz("vocab + tokenizer_config", inputs, |(specials, mut lines, tokenizer_config, text)| {
+        if specials {
+            let head = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"].map(String::from);
+            lines.splice(0..0, head);
+        }
         std::fs::write(dir.join("vocab.txt"), lines.join("\n")).unwrap();
         std::fs::write(dir.join("tokenizer_config.json"), tokenizer_config).unwrap();
-        if let Ok(tokenizer) = Tokenizer::from_dir(&dir) {
-            if let Ok(encoded) = tokenizer.encode(&text) {
-                let _ = tokenizer.decode(&encoded.input_ids, true);
-            }
+        let Ok(tokenizer) = Tokenizer::from_dir(&dir) else { return false };
+        if let Ok(encoded) = tokenizer.encode(&text) {
+            let _ = tokenizer.decode(&encoded.input_ids, true);
         }
+        true
     });
 }
 
@@ -271,11 +308,13 @@ fn fuzz_tsv() {
     let inputs = (bytes, columns, prop::option::of(any::<bool>()), any::<bool>());
     fuzz("tsv", inputs, |(bytes, columns, header, skip)| {
         let lines = 1 + bytes.iter().filter(|&&b| b == b'\n' || b == b'\r').count();
-        if let Ok(data) = tsv::read_tsv(&bytes[..], "fuzz.tsv", columns.as_ref(), header, skip) {
-            // Every row keeps its own number, in order, and no line is counted twice.
-            assert!(data.rows.windows(2).all(|w| w[0].index < w[1].index && w[0].line < w[1].line));
-            assert!(data.rows.len() + data.skipped.len() <= lines);
-            assert!(data.rows.iter().all(|r| r.line == r.index + 1 + usize::from(data.has_header)));
-        }
+        let Ok(data) = tsv::read_tsv(&bytes[..], "fuzz.tsv", columns.as_ref(), header, skip) else {
+            return false;
+        };
+        // Every row keeps its own number, in order, and no line is counted twice.
+        assert!(data.rows.windows(2).all(|w| w[0].index < w[1].index && w[0].line < w[1].line));
+        assert!(data.rows.len() + data.skipped.len() <= lines);
+        assert!(data.rows.iter().all(|r| r.line == r.index + 1 + usize::from(data.has_header)));
+        true
     });
 }
