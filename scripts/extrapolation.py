@@ -3,7 +3,7 @@ then measure masked-token accuracy at 128, 256, 512 and 1024 tokens with this cr
 with no scaling, linear, dynamic NTK and YaRN.
 
 Usage:
-    .venv/bin/python scripts/extrapolation.py [--steps 2000] [--train ../shared/data/glue/SST-2/train.tsv]
+    .venv/bin/python scripts/extrapolation.py [--steps 1000] [--train ../shared/data/glue/SST-2/train.tsv]
         [--eval ../shared/data/glue/SST-2/dev.tsv]
 
 - Pre-training (transformers, PyTorch on 2 threads): SST-2 train sentences, tokenized with the bundled model's
@@ -143,7 +143,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--train", default=str(ROOT.parent / "shared/data/glue/SST-2/train.tsv"))
     parser.add_argument("--eval", default=str(ROOT.parent / "shared/data/glue/SST-2/dev.tsv"))
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
     torch.set_num_threads(2)
     OUT.mkdir(parents=True, exist_ok=True)
