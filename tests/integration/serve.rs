@@ -454,3 +454,38 @@ fn sigterm_finishes_the_request_in_flight_then_exits_0() {
     let status = server.child.wait().unwrap();
     assert!(status.success(), "{status}: {}", server.stderr.lock().unwrap());
 }
+
+#[test]
+fn clients_that_disconnect_do_not_stall_the_queue() {
+    let server = Server::start(&model("cls"), &[]);
+    let classifier = TextClassifier::from_pretrained(model("cls")).unwrap();
+    let body = json!({"inputs": TEXTS.iter().cycle().take(32).collect::<Vec<_>>()}).to_string();
+    // Whole requests whose clients hang up at once, without reading their answers.
+    for _ in 0..16 {
+        let mut stream = TcpStream::connect(server.address).unwrap();
+        write!(
+            stream,
+            "POST /predict HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        drop(stream);
+    }
+    // The next client is answered, rightly, and the queue drains.
+    let got = server.ok("/predict", json!({"inputs": TEXTS[1]}));
+    assert_predictions(
+        "after hang-ups",
+        &got,
+        &classifier,
+        &classifier.classify(&[TEXTS[1]]).unwrap()[0].scores,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, metrics) = server.get("/metrics");
+        if metrics.lines().any(|l| l == "te_queue_size 0") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the queue did not drain: {metrics}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
