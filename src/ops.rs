@@ -76,48 +76,15 @@ impl candle_core::CustomOp1 for FastGeluErf {
         };
         let out: Vec<f32> = data[start..end]
             .iter()
-            .map(|&x| 0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2)))
+            .map(|&x| 0.5 * x * (1.0 + crate::kernels::math::erf(x * std::f32::consts::FRAC_1_SQRT_2)))
             .collect();
         Ok((candle_core::CpuStorage::F32(out), layout.shape().clone()))
     }
-}
-
-/// erf(x) as a ratio of odd and even polynomials on [-4, 4] (Eigen's `generic_fast_erf_float`).
-#[inline]
-pub(crate) fn erf_f32(x: f32) -> f32 {
-    let x = x.clamp(-4.0, 4.0);
-    let x2 = x * x;
-    let mut p = -2.726_142_3e-10_f32;
-    p = p * x2 + 2.770_681_4e-8;
-    p = p * x2 - 2.101_024e-6;
-    p = p * x2 - 5.692_506_4e-5;
-    p = p * x2 - 7.349_906_3e-4;
-    p = p * x2 - 2.954_600_1e-3;
-    p = p * x2 - 1.609_603_3e-2;
-    let mut q = -1.456_607_2e-5_f32;
-    q = q * x2 - 2.133_740_5e-4;
-    q = q * x2 - 1.682_827e-3;
-    q = q * x2 - 7.373_329e-3;
-    q = q * x2 - 1.426_474e-2;
-    x * p / q
 }
 
 fn upcast(xs: &Tensor) -> Result<Tensor> {
     match xs.dtype() {
         DType::F16 | DType::BF16 => xs.to_dtype(DType::F32),
         _ => Ok(xs.clone()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn fast_erf_is_within_1e_6_of_erf() {
-        // libm's erf in f64 as the reference.
-        let worst = (-600_000..=600_000)
-            .map(|i| i as f64 * 1e-5)
-            .map(|x| (super::erf_f32(x as f32) as f64 - candle_core::cpu::erf::erf_f64(x)).abs())
-            .fold(0.0, f64::max);
-        assert!(worst < 1e-6, "max error {worst:e}");
     }
 }

@@ -9,7 +9,7 @@
 pub(crate) mod attention;
 pub(crate) mod int8;
 pub(crate) mod linear;
-mod math;
+pub(crate) mod math;
 pub(crate) mod norm;
 pub(crate) mod packed;
 
