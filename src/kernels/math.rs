@@ -10,7 +10,12 @@ pub(crate) fn exp(x: f32) -> f32 {
     const LN2_LO: f32 = -2.121_944_4e-4;
     let underflow = x < -87.3;
     let x = x.clamp(-87.3, 88.7);
-    let n = (x * LOG2E).round_ties_even();
+    // Adding 1.5 × 2^23 rounds to the nearest integer (ties to even) and leaves it in the low
+    // mantissa bits: an integer without a float-to-int cast, which would not vectorise (Rust's
+    // `as` saturates and maps NaN to 0, so LLVM emits it lane by lane).
+    const MAGIC: f32 = 12_582_912.0;
+    let shifted = x * LOG2E + MAGIC;
+    let n = shifted - MAGIC;
     let r = x - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_1e-4_f32;
     p = p * r + 1.398_199_9e-3;
@@ -20,7 +25,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     p = p * r + 0.5;
     let y = p * r * r + r + 1.0;
     // 2^n by building the exponent bits; n is in [-126, 128], so split it to stay normal.
-    let n = n as i32;
+    let n = (shifted.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
     let half = n >> 1;
     let scale_a = f32::from_bits(((half + 127) as u32) << 23);
     let scale_b = f32::from_bits(((n - half + 127) as u32) << 23);
