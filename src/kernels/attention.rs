@@ -394,7 +394,7 @@ mod tests {
         let cos_t = tensor(cos.clone(), &[longest, d / 2]).unwrap();
         let sin_t = tensor(sin.clone(), &[longest, d / 2]).unwrap();
         let short = QUERY_BLOCK + 5;
-        let cases: [(Vec<(usize, usize)>, bool, bool, bool); 4] = [
+        let cases = [
             (vec![(0, longest), (longest, short)], false, false, false),
             (vec![(0, longest), (longest, short)], false, true, false),
             (vec![(0, longest), (longest, longest)], true, false, true),
