@@ -396,3 +396,26 @@ fn a_missing_folder_that_looks_like_a_path_is_named_once() {
     .unwrap_err();
     assert!(err.to_string().contains("invalid revision"), "{err}");
 }
+
+#[test]
+fn embed_says_it_is_reading_a_terminal() {
+    // util-linux's `script` gives embed a terminal for stdin; the sentence and Ctrl-D arrive through it.
+    let command = format!(
+        "{} --model {}",
+        crate::examples::example("embed").display(),
+        fixture("pipelines/sim").display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("`script` (util-linux) runs the example on a terminal");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"a sentence\n\x04").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("reading sentences from the terminal"), "{text}");
+    assert_eq!(text.matches("\"embedding\"").count(), 1, "{text}");
+}
