@@ -39,48 +39,47 @@ impl PackedI8 {
     /// magnitude maps to 127.
     pub fn new(w: &[f32], n: usize, k: usize) -> Self {
         assert_eq!(w.len(), n * k);
+        Self::quantized(n, k, |p, panel, scales, sums| {
+            for j in 0..NR.min(n - p * NR) {
+                let row = &w[(p * NR + j) * k..(p * NR + j + 1) * k];
+                let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+                scales[j] = scale;
+                for (kk, &v) in row.iter().enumerate() {
+                    let q = (v / scale).round_ties_even().clamp(-127.0, 127.0) as i8;
+                    panel[(kk / 4) * NR * 4 + j * 4 + kk % 4] = q;
+                    sums[j] += q as i32;
+                }
+            }
+        })
+    }
+
+    /// Quantizes weights already packed for the f32 kernel, panel by panel (the same 32-column
+    /// panels, so each step's 32 values sit side by side and the work vectorises).
+    pub fn from_f32(packed: &super::packed::PackedF32) -> Self {
+        Self::quantized(packed.n(), packed.k(), |p, panel, scales, sums| {
+            quantize_panel(packed.panel(p), packed.k(), panel, scales, sums)
+        })
+    }
+
+    /// Allocates the panels of (n, k) weights and has `quantize` fill each, in parallel, with its
+    /// index, its int8 values, and its columns' scales and sums. Columns past n keep scale 1 and
+    /// sum 0, as quantizing zero padding gives.
+    fn quantized(
+        n: usize,
+        k: usize,
+        quantize: impl Fn(usize, &mut [i8], &mut [f32], &mut [i32]) + Sync,
+    ) -> Self {
         let k4 = k.div_ceil(4) * 4;
         let count = n.div_ceil(NR);
         let mut panels = vec![0i8; count * k4 * NR];
-        // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
         let mut scales = vec![1f32; count * NR];
         let mut sums = vec![0i32; count * NR];
         panels
             .par_chunks_mut(k4 * NR)
             .zip(scales.par_chunks_mut(NR).zip(sums.par_chunks_mut(NR)))
             .enumerate()
-            .for_each(|(p, (panel, (scales, sums)))| {
-                for j in 0..NR.min(n - p * NR) {
-                    let row = &w[(p * NR + j) * k..(p * NR + j + 1) * k];
-                    let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-                    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-                    scales[j] = scale;
-                    for (kk, &v) in row.iter().enumerate() {
-                        let q = (v / scale).round_ties_even().clamp(-127.0, 127.0) as i8;
-                        panel[(kk / 4) * NR * 4 + j * 4 + kk % 4] = q;
-                        sums[j] += q as i32;
-                    }
-                }
-            });
-        Self { n, k, k4, panels, scales, sums }
-    }
-
-    /// Quantizes weights already packed for the f32 kernel, panel by panel (the same 32-column
-    /// panels, so each step's 32 values sit side by side and the work vectorises).
-    pub fn from_f32(packed: &super::packed::PackedF32) -> Self {
-        let (n, k) = (packed.n(), packed.k());
-        let k4 = k.div_ceil(4) * 4;
-        let count = n.div_ceil(NR);
-        let mut panels = vec![0i8; count * k4 * NR];
-        let mut scales = vec![0f32; count * NR];
-        let mut sums = vec![0i32; count * NR];
-        panels
-            .par_chunks_mut(k4 * NR)
-            .zip(scales.par_chunks_mut(NR).zip(sums.par_chunks_mut(NR)))
-            .enumerate()
-            .for_each(|(p, (panel, (scales, sums)))| {
-                quantize_panel(packed.panel(p), k, panel, scales, sums);
-            });
+            .for_each(|(p, (panel, (scales, sums)))| quantize(p, panel, scales, sums));
         Self { n, k, k4, panels, scales, sums }
     }
 
