@@ -111,11 +111,25 @@ impl Scratch {
 
     /// Rewrites config.json after `edit` changes it.
     pub fn edit_config(&self, edit: impl FnOnce(&mut serde_json::Value)) {
-        let file = self.0.join("config.json");
-        let mut config: serde_json::Value =
+        self.edit_json("config.json", edit);
+    }
+
+    /// Rewrites the folder's JSON file `name` after `edit` changes it; returns its path.
+    pub fn edit_json(&self, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+        let file = self.0.join(name);
+        let mut value: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        edit(&mut config);
-        std::fs::write(&file, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        edit(&mut value);
+        std::fs::write(&file, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+        file
+    }
+
+    /// Points the first tensor of the shard index at `shard`; returns the index's path.
+    pub fn redirect_a_shard(&self, shard: &str) -> PathBuf {
+        self.edit_json("model.safetensors.index.json", |index| {
+            let first = index["weight_map"].as_object().unwrap().keys().next().unwrap().clone();
+            index["weight_map"][&first] = shard.into();
+        })
     }
 }
 
