@@ -5,10 +5,12 @@ use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::kernels;
-use crate::layers::{Linear, Norm};
+use crate::kernels::Level;
+use crate::layers::{load_weights, Linear, Norm};
 use crate::ops::softmax_last_dim;
-use crate::pass::Pass;
+use crate::pass::{Mask, Pass};
 use crate::rotary;
 
 /// The query, key and value projections.
@@ -17,13 +19,33 @@ enum Projections {
     /// Trainable weights: a concatenation would not follow the optimiser's updates.
     Separate { query: Linear, key: Linear, value: Linear },
     /// Fixed weights, concatenated at load: one matmul instead of three.
-    Fused(Linear),
+    Stacked(Linear),
 }
 
 impl Projections {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
+        let (h, bias) = (config.hidden_size, config.use_bias());
+        let [query, key, value] =
+            ["query", "key", "value"].map(|name| load_weights(vb.pp(name), h, h, bias, config));
+        let (query, key, value) = (query?, key?, value?);
+        if !engine.stacks_projections() {
+            return Ok(Projections::Separate {
+                query: Linear::new(query.0, query.1, engine)?,
+                key: Linear::new(key.0, key.1, engine)?,
+                value: Linear::new(value.0, value.1, engine)?,
+            });
+        }
+        let weight = Tensor::cat(&[&query.0, &key.0, &value.0], 0)?;
+        let bias = match (query.1, key.1, value.1) {
+            (Some(q), Some(k), Some(v)) => Some(Tensor::cat(&[q, k, v], 0)?),
+            _ => None,
+        };
+        Ok(Projections::Stacked(Linear::new(weight, bias, engine)?))
+    }
+
     fn quantize(&mut self) -> crate::Result<()> {
         match self {
-            Projections::Fused(qkv) => qkv.quantize(),
+            Projections::Stacked(qkv) => qkv.quantize(),
             Projections::Separate { .. } => {
                 Err(crate::Error::Input("a model loaded for training cannot be quantized".into()))
             }
@@ -37,7 +59,7 @@ impl Projections {
                 &[query.forward(xs)?, key.forward(xs)?, value.forward(xs)?],
                 candle_core::D::Minus1,
             ),
-            Projections::Fused(qkv) => qkv.forward(xs),
+            Projections::Stacked(qkv) => qkv.forward(xs),
         }
     }
 }
@@ -52,19 +74,9 @@ struct SelfAttention {
 }
 
 impl SelfAttention {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        let h = config.hidden_size;
-        let bias = config.use_bias();
-        let query = Linear::load_dense(vb.pp("query"), h, h, bias, config)?;
-        let key = Linear::load_dense(vb.pp("key"), h, h, bias, config)?;
-        let value = Linear::load_dense(vb.pp("value"), h, h, bias, config)?;
-        let projections = if query.is_trainable() {
-            Projections::Separate { query, key, value }
-        } else {
-            Projections::Fused(Linear::concat(&[&query, &key, &value])?)
-        };
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         Ok(Self {
-            projections,
+            projections: Projections::load(vb, config, engine)?,
             num_heads: config.num_attention_heads,
             head_dim: config.head_dim(),
             rotary_value: config.rotary_value,
@@ -75,24 +87,34 @@ impl SelfAttention {
     /// (.., hidden) -> (.., hidden).
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
         let qkv = self.projections.forward(xs)?;
-        if kernels::fits(&qkv) && kernels::fits(&pass.rope.cos) {
-            let width = qkv.dim(candle_core::D::Minus1)?;
-            let qkv = qkv.reshape(((), width))?;
-            let (cos, sin) = (&pass.rope.cos, &pass.rope.sin);
-            let heads = (self.num_heads, self.head_dim);
-            let context = kernels::attention::attention(
-                &qkv,
-                &pass.segments()?,
-                cos,
-                sin,
-                heads.0,
-                heads.1,
-                self.rotary_value,
-            )?;
-            return context.reshape(xs.dims());
-        }
-        let (b, t, hidden) = xs.dims3()?;
-        check_scores_size(b, self.num_heads, t, xs.dtype())?;
+        let context = match &pass.mask {
+            Mask::Segments { level, spans, key_bias } => self.fused(*level, &qkv, pass, spans, key_bias)?,
+            Mask::Bias { batch, len, bias } => self.candle(&qkv, pass, *batch, *len, bias.as_ref())?,
+        };
+        context.reshape(xs.dims())
+    }
+
+    /// The fused kernel, from the stacked projections of every token.
+    fn fused(
+        &self,
+        level: Level,
+        qkv: &Tensor,
+        pass: &Pass,
+        spans: &[(usize, usize)],
+        key_bias: &Option<Vec<f32>>,
+    ) -> Result<Tensor> {
+        let width = qkv.dim(candle_core::D::Minus1)?;
+        let (cos, sin) = (&pass.rope.cos, &pass.rope.sin);
+        let segments = pass.segments(spans, key_bias);
+        let (heads, head_dim) = (self.num_heads, self.head_dim);
+        let qkv = qkv.reshape(((), width))?;
+        kernels::attention::attention(level, &qkv, &segments, cos, sin, heads, head_dim, self.rotary_value)
+    }
+
+    /// Candle's ops over (batch, len) rows, holding every score.
+    fn candle(&self, qkv: &Tensor, pass: &Pass, b: usize, t: usize, bias: Option<&Tensor>) -> Result<Tensor> {
+        let hidden = self.num_heads * self.head_dim;
+        check_scores_size(b, self.num_heads, t, qkv.dtype())?;
         // (b, t, 3 * hidden) -> three (b, heads, t, head_dim), contiguous.
         let qkv =
             qkv.reshape((b, t, 3, self.num_heads, self.head_dim))?.permute((2, 0, 3, 1, 4))?.contiguous()?;
@@ -104,7 +126,7 @@ impl SelfAttention {
 
         // Kᵀ stays a strided view: gemm reads it in place, and nothing here is broadcast.
         let scores = q.matmul(&k.t()?)?;
-        let scores = match pass.attention_bias(scores.dtype())? {
+        let scores = match bias {
             Some(bias) => scores.broadcast_add(bias)?,
             None => scores,
         };
@@ -140,11 +162,11 @@ struct SelfOutput {
 }
 
 impl SelfOutput {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
-            dense: Linear::load(vb.pp("dense"), h, h, config.use_bias(), config)?,
-            norm: Norm::load(vb.pp("LayerNorm"), h, config)?,
+            dense: Linear::load(vb.pp("dense"), h, h, config.use_bias(), config, engine)?,
+            norm: Norm::load(vb.pp("LayerNorm"), h, config, engine)?,
             dropout: config.hidden_dropout_prob,
         })
     }
@@ -163,10 +185,10 @@ pub(crate) struct Attention {
 }
 
 impl Attention {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         Ok(Self {
-            self_attention: SelfAttention::load(vb.pp("self"), config)?,
-            output: SelfOutput::load(vb.pp("output"), config)?,
+            self_attention: SelfAttention::load(vb.pp("self"), config, engine)?,
+            output: SelfOutput::load(vb.pp("output"), config, engine)?,
         })
     }
 

@@ -4,6 +4,7 @@ use candle_core::{Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
 
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::layers::Norm;
 use crate::pass::Pass;
 
@@ -16,16 +17,21 @@ pub(crate) struct Embeddings {
 }
 
 impl Embeddings {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    /// The word embedding matrix under `vb`, loaded first: the model's engine follows it.
+    pub fn load_words(vb: &VarBuilder, config: &Config) -> Result<Tensor> {
+        let init = Init::Randn { mean: 0.0, stdev: config.initializer_range };
+        vb.pp("word_embeddings").get_with_hints((config.vocab_size, config.embedding_size()), "weight", init)
+    }
+
+    pub fn load(vb: VarBuilder, word: Tensor, config: &Config, engine: Engine) -> Result<Self> {
         let dim = config.embedding_size();
         let init = Init::Randn { mean: 0.0, stdev: config.initializer_range };
-        let word = vb.pp("word_embeddings").get_with_hints((config.vocab_size, dim), "weight", init)?;
         let token_type =
             vb.pp("token_type_embeddings").get_with_hints((config.type_vocab_size, dim), "weight", init)?;
         Ok(Self {
             word_embeddings: Embedding::new(word, dim),
             token_type_embeddings: Embedding::new(token_type, dim),
-            norm: Norm::load(vb.pp("LayerNorm"), dim, config)?,
+            norm: Norm::load(vb.pp("LayerNorm"), dim, config, engine)?,
             dropout: config.hidden_dropout_prob,
         })
     }

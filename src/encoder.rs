@@ -6,6 +6,7 @@ use candle_nn::VarBuilder;
 use crate::activation::Activation;
 use crate::attention::Attention;
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::layers::{Linear, Norm};
 use crate::pass::Pass;
 
@@ -20,13 +21,13 @@ struct FeedForward {
 }
 
 impl FeedForward {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let (h, i, bias) = (config.hidden_size, config.intermediate_size, config.use_bias());
         Ok(Self {
-            intermediate: Linear::load(vb.pp("intermediate.dense"), h, i, bias, config)?,
+            intermediate: Linear::load(vb.pp("intermediate.dense"), h, i, bias, config, engine)?,
             activation: config.hidden_act,
-            output: Linear::load(vb.pp("output.dense"), i, h, bias, config)?,
-            norm: Norm::load(vb.pp("output.LayerNorm"), h, config)?,
+            output: Linear::load(vb.pp("output.dense"), i, h, bias, config, engine)?,
+            norm: Norm::load(vb.pp("output.LayerNorm"), h, config, engine)?,
             dropout: config.hidden_dropout_prob,
         })
     }
@@ -50,10 +51,10 @@ struct Layer {
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         Ok(Self {
-            attention: Attention::load(vb.pp("attention"), config)?,
-            feed_forward: FeedForward::load(vb, config)?,
+            attention: Attention::load(vb.pp("attention"), config, engine)?,
+            feed_forward: FeedForward::load(vb, config, engine)?,
         })
     }
 
@@ -74,9 +75,9 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let layers = (0..config.num_hidden_layers)
-            .map(|i| Layer::load(vb.pp(format!("layer.{i}")), config))
+            .map(|i| Layer::load(vb.pp(format!("layer.{i}")), config, engine))
             .collect::<Result<_>>()?;
         Ok(Self { layers })
     }

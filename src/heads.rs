@@ -6,6 +6,7 @@ use candle_nn::{Init, VarBuilder};
 use crate::activation::Activation;
 use crate::batching::Batch;
 use crate::config::{Config, NormType, SummaryType};
+use crate::engine::Engine;
 use crate::error::Result;
 use crate::layers::{DropoutRng, Linear, Norm};
 use crate::model::{Inputs, RoFormerModel};
@@ -21,11 +22,11 @@ struct ClassificationHead {
 }
 
 impl ClassificationHead {
-    fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> candle_core::Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
-            dense: Linear::load(vb.pp("dense"), h, h, true, config)?,
-            out_proj: Linear::load(vb.pp("out_proj"), h, config.num_labels(), true, config)?,
+            dense: Linear::load(vb.pp("dense"), h, h, true, config, engine)?,
+            out_proj: Linear::load(vb.pp("out_proj"), h, config.num_labels(), true, config, engine)?,
             activation: config.hidden_act,
             dropout: config.hidden_dropout_prob,
         })
@@ -52,10 +53,9 @@ pub struct RoFormerForSequenceClassification {
 impl RoFormerForSequenceClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        Ok(Self {
-            roformer: RoFormerModel::load(vb.pp("roformer"), config)?,
-            classifier: ClassificationHead::load(vb.pp("classifier"), config)?,
-        })
+        let roformer = RoFormerModel::load(vb.pp("roformer"), config)?;
+        let classifier = ClassificationHead::load(vb.pp("classifier"), config, roformer.engine())?;
+        Ok(Self { roformer, classifier })
     }
 
     /// The encoder under the head.
@@ -90,9 +90,10 @@ pub struct RoFormerForTokenClassification {
 impl RoFormerForTokenClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        let classifier =
-            Linear::load(vb.pp("classifier"), config.hidden_size, config.num_labels(), true, config)?;
-        Ok(Self { roformer: RoFormerModel::load(vb.pp("roformer"), config)?, classifier })
+        let roformer = RoFormerModel::load(vb.pp("roformer"), config)?;
+        let (h, labels, engine) = (config.hidden_size, config.num_labels(), roformer.engine());
+        let classifier = Linear::load(vb.pp("classifier"), h, labels, true, config, engine)?;
+        Ok(Self { roformer, classifier })
     }
 
     /// The encoder under the head.
@@ -123,7 +124,12 @@ struct MaskedLmHead {
 impl MaskedLmHead {
     /// `word_embeddings` is the decoder weight when the checkpoint omits it: transformers ties the
     /// two and, from version 5 on, does not save the tied copy.
-    fn load(vb: VarBuilder, config: &Config, word_embeddings: &Tensor) -> candle_core::Result<Self> {
+    fn load(
+        vb: VarBuilder,
+        config: &Config,
+        word_embeddings: &Tensor,
+        engine: Engine,
+    ) -> candle_core::Result<Self> {
         let (h, e, v) = (config.hidden_size, config.embedding_size(), config.vocab_size);
         let decoder_vb = vb.pp("decoder");
         let weight = if decoder_vb.contains_tensor("weight") {
@@ -132,11 +138,11 @@ impl MaskedLmHead {
             word_embeddings.clone()
         };
         if config.norm_type() == NormType::RmsNorm {
-            return Ok(Self { transform: None, decoder: Linear::from_weights(weight, None) });
+            return Ok(Self { transform: None, decoder: Linear::new(weight, None, engine)? });
         }
         let transform = vb.pp("transform");
-        let dense = Linear::load(transform.pp("dense"), h, e, true, config)?;
-        let norm = Norm::load(transform.pp("LayerNorm"), e, config)?;
+        let dense = Linear::load(transform.pp("dense"), h, e, true, config, engine)?;
+        let norm = Norm::load(transform.pp("LayerNorm"), e, config, engine)?;
         // The decoder bias is tied to `cls.predictions.bias`; files carry one or both.
         let bias = if decoder_vb.contains_tensor("bias") {
             decoder_vb.get(v, "bias")?
@@ -145,7 +151,7 @@ impl MaskedLmHead {
         };
         Ok(Self {
             transform: Some((dense, config.hidden_act, norm)),
-            decoder: Linear::from_weights(weight, Some(bias)),
+            decoder: Linear::new(weight, Some(bias), engine)?,
         })
     }
 }
@@ -173,7 +179,12 @@ impl RoFormerForMaskedLM {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let roformer = RoFormerModel::load(vb.pp("roformer"), config)?;
-        let cls = MaskedLmHead::load(vb.pp("cls.predictions"), config, roformer.word_embeddings())?;
+        let cls = MaskedLmHead::load(
+            vb.pp("cls.predictions"),
+            config,
+            roformer.word_embeddings(),
+            roformer.engine(),
+        )?;
         Ok(Self { roformer, cls })
     }
 
@@ -238,9 +249,11 @@ pub struct RoFormerForQuestionAnswering {
 impl RoFormerForQuestionAnswering {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        let roformer = RoFormerModel::load(vb.pp("roformer"), config)?;
+        let engine = roformer.engine();
         Ok(Self {
-            roformer: RoFormerModel::load(vb.pp("roformer"), config)?,
-            qa_outputs: Linear::load(vb.pp("qa_outputs"), config.hidden_size, 2, true, config)?,
+            qa_outputs: Linear::load(vb.pp("qa_outputs"), config.hidden_size, 2, true, config, engine)?,
+            roformer,
         })
     }
 
@@ -278,18 +291,20 @@ impl RoFormerForMultipleChoice {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let h = config.hidden_size;
+        let roformer = RoFormerModel::load(vb.pp("roformer"), config)?;
+        let engine = roformer.engine();
         let summary = if config.summary_use_proj.unwrap_or(false) {
             let out = if config.summary_proj_to_labels.unwrap_or(false) { config.num_labels() } else { h };
-            Some(Linear::load(vb.pp("sequence_summary.summary"), h, out, true, config)?)
+            Some(Linear::load(vb.pp("sequence_summary.summary"), h, out, true, config, engine)?)
         } else {
             None
         };
         Ok(Self {
-            roformer: RoFormerModel::load(vb.pp("roformer"), config)?,
+            roformer,
             summary_type: config.summary_type.unwrap_or_default(),
             summary,
             summary_activation: config.summary_activation,
-            classifier: Linear::load(vb.pp("classifier"), h, 1, true, config)?,
+            classifier: Linear::load(vb.pp("classifier"), h, 1, true, config, engine)?,
         })
     }
 

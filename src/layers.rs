@@ -8,155 +8,124 @@ use candle_nn::{Init, VarBuilder};
 
 use crate::activation::Activation;
 use crate::config::{Config, NormType};
+use crate::engine::Engine;
 use crate::kernels;
-use crate::kernels::int8::PackedI8;
-use crate::kernels::packed::PackedF32;
+use crate::kernels::gemm::{PackedF32, PackedI8};
 
-/// A dense layer `x Wᵀ + b`.
+/// A dense layer `x Wᵀ + b`, in the form its engine computes with.
 #[derive(Debug, Clone)]
-pub(crate) struct Linear {
-    weight: Weight,
-    bias: Option<Tensor>,
+pub(crate) enum Linear {
+    /// Candle's matmul over the weight tensor (out, in).
+    Candle { weight: Tensor, bias: Option<Tensor> },
+    /// The weight packed for the fused kernels: f32, or int8 once quantized.
+    Fused { weight: Packed, bias: Option<Tensor> },
 }
 
-/// The weight of a linear layer: a tensor, or, for fixed f32 weights on an AVX-512 CPU, packed
-/// for the fused kernel (the tensor is then dropped, so memory does not double).
+/// A weight packed for the fused kernels.
 #[derive(Debug, Clone)]
-enum Weight {
-    Dense(Tensor),
-    Packed(Arc<PackedF32>),
+pub(crate) enum Packed {
+    F32(Arc<PackedF32>),
     Int8(Arc<PackedI8>),
 }
 
-impl Linear {
-    /// Loads `weight` (out, in) and `bias`, packed for the CPU kernel where it applies.
-    pub fn load(vb: VarBuilder, in_dim: usize, out_dim: usize, bias: bool, config: &Config) -> Result<Self> {
-        Self::load_dense(vb, in_dim, out_dim, bias, config)?.packed()
-    }
+/// Loads `weight` (out, in) and, with `bias`, the bias of the dense layer under `vb`.
+pub(crate) fn load_weights(
+    vb: VarBuilder,
+    in_dim: usize,
+    out_dim: usize,
+    bias: bool,
+    config: &Config,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let init = Init::Randn { mean: 0.0, stdev: config.initializer_range };
+    let weight = vb.get_with_hints((out_dim, in_dim), "weight", init)?;
+    let bias = if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
+    Ok((weight, bias))
+}
 
-    /// Loads the layer with its weight as a tensor, to be combined with others before packing.
-    pub fn load_dense(
+impl Linear {
+    /// Loads the layer under `vb` for `engine`.
+    pub fn load(
         vb: VarBuilder,
         in_dim: usize,
         out_dim: usize,
         bias: bool,
         config: &Config,
+        engine: Engine,
     ) -> Result<Self> {
-        let init = Init::Randn { mean: 0.0, stdev: config.initializer_range };
-        let weight = vb.get_with_hints((out_dim, in_dim), "weight", init)?;
-        let bias = if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
-        Ok(Self { weight: Weight::Dense(weight), bias })
+        let (weight, bias) = load_weights(vb, in_dim, out_dim, bias, config)?;
+        Self::new(weight, bias, engine)
     }
 
-    /// A layer over existing weights, kept as tensors (the tied masked-LM decoder shares the word
-    /// embeddings this way).
-    pub fn from_weights(weight: Tensor, bias: Option<Tensor>) -> Self {
-        Self { weight: Weight::Dense(weight), bias }
-    }
-
-    /// Whether the weight is a variable that an optimiser updates.
-    pub fn is_trainable(&self) -> bool {
-        matches!(&self.weight, Weight::Dense(w) if w.is_variable())
-    }
-
-    /// One layer computing the outputs of several side by side (their weights stacked), packed.
-    pub fn concat(parts: &[&Linear]) -> Result<Self> {
-        let weights = parts
-            .iter()
-            .map(|l| match &l.weight {
-                Weight::Dense(w) => Ok(w),
-                Weight::Packed(_) | Weight::Int8(_) => candle_core::bail!("cannot stack packed weights"),
-            })
-            .collect::<Result<Vec<&Tensor>>>()?;
-        let weight = Tensor::cat(&weights, 0)?;
-        let bias = if parts.iter().all(|l| l.bias.is_some()) {
-            let biases: Vec<&Tensor> = parts.iter().filter_map(|l| l.bias.as_ref()).collect();
-            Some(Tensor::cat(&biases, 0)?)
-        } else {
-            None
-        };
-        Self { weight: Weight::Dense(weight), bias }.packed()
-    }
-
-    /// The layer with its weight packed, when the weight is fixed f32 on an AVX-512 CPU.
-    fn packed(self) -> Result<Self> {
-        let Weight::Dense(weight) = &self.weight else { return Ok(self) };
-        if !kernels::fits(weight) || weight.is_variable() {
-            return Ok(self);
-        }
-        let (n, k) = weight.dims2()?;
-        let packed = PackedF32::new(kernels::View::new(&weight.contiguous()?)?.slice(), n, k);
-        Ok(match packed {
-            Some(packed) => Self { weight: Weight::Packed(Arc::new(packed)), bias: self.bias },
-            None => self,
-        })
-    }
-
-    /// Quantizes the weight to int8 (per output channel), for the int8 kernel.
-    pub fn quantize(&mut self) -> crate::Result<()> {
-        let (values, n, k) = match &self.weight {
-            Weight::Int8(_) => return Ok(()),
-            Weight::Packed(packed) => {
-                self.weight = Weight::Int8(Arc::new(PackedI8::from_f32(packed)));
-                return Ok(());
-            }
-            Weight::Dense(weight) if weight.is_variable() => {
-                return Err(crate::Error::Input("a model loaded for training cannot be quantized".into()))
-            }
-            Weight::Dense(weight) => {
-                if !weight.device().is_cpu() {
-                    return Err(crate::Error::Input(format!(
-                        "int8 runs on the CPU only, and this model is on {:?}: load it on the CPU or leave quantization off",
-                        weight.device().location()
-                    )));
-                }
-                if weight.dtype() != candle_core::DType::F32 {
-                    return Err(crate::Error::Input(format!(
-                        "int8 is quantized from f32 weights, and this model was loaded in {:?}",
-                        weight.dtype()
-                    )));
-                }
+    /// The layer over `weight` (out, in) and `bias` for `engine`: packed for the fused kernels
+    /// (the tensor is then dropped, so memory does not double), kept as a tensor for Candle's.
+    pub fn new(weight: Tensor, bias: Option<Tensor>, engine: Engine) -> Result<Self> {
+        match engine {
+            Engine::Candle { .. } => Ok(Linear::Candle { weight, bias }),
+            Engine::Fused(level) => {
                 let (n, k) = weight.dims2()?;
-                (weight.flatten_all()?.to_vec1::<f32>()?, n, k)
+                let weight = weight.contiguous()?;
+                let packed = PackedF32::new(level, kernels::View::new(&weight)?.slice(), n, k);
+                Ok(Linear::Fused { weight: Packed::F32(Arc::new(packed)), bias })
             }
-        };
-        self.weight = Weight::Int8(Arc::new(PackedI8::new(&values, n, k)));
-        Ok(())
+        }
     }
 
-    /// `activation(x Wᵀ + b)`, fused into one kernel on the CPU in f32.
+    /// Quantizes the weight to int8 (per output channel), for the fused engine's int8 kernel.
+    pub fn quantize(&mut self) -> crate::Result<()> {
+        match self {
+            Linear::Fused { weight: weight @ Packed::F32(_), .. } => {
+                if let Packed::F32(packed) = weight {
+                    let (n, k) = packed.dims();
+                    *weight = Packed::Int8(Arc::new(PackedI8::new(packed.level(), &packed.unpack(), n, k)));
+                }
+                Ok(())
+            }
+            Linear::Fused { weight: Packed::Int8(_), .. } => Ok(()),
+            Linear::Candle { weight, .. } => Err(crate::Error::Input(if weight.is_variable() {
+                "a model loaded for training cannot be quantized".to_string()
+            } else if !weight.device().is_cpu() {
+                format!(
+                    "int8 runs on the CPU only, and this model is on {:?}: load it on the CPU or leave quantization off",
+                    weight.device().location()
+                )
+            } else if weight.dtype() != candle_core::DType::F32 {
+                format!(
+                    "int8 is quantized from f32 weights, and this model was loaded in {:?}",
+                    weight.dtype()
+                )
+            } else {
+                "int8 runs on the fused CPU engine, and ROFORMER_ENGINE=candle chose Candle's".to_string()
+            })),
+        }
+    }
+
+    /// `activation(x Wᵀ + b)`.
     pub fn forward_act(&self, xs: &Tensor, activation: Activation) -> Result<Tensor> {
-        match &self.weight {
-            Weight::Packed(packed) => {
-                kernels::linear::linear_packed(xs, packed.as_ref(), self.bias.as_ref(), activation)
+        match self {
+            Linear::Fused { weight: Packed::F32(w), bias } => {
+                kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
             }
-            Weight::Int8(packed) => {
-                kernels::linear::linear_packed(xs, packed.as_ref(), self.bias.as_ref(), activation)
+            Linear::Fused { weight: Packed::Int8(w), bias } => {
+                kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
             }
-            Weight::Dense(weight) if kernels::fits(xs) && kernels::fits(weight) => {
-                kernels::linear::linear(xs, weight, self.bias.as_ref(), activation)
+            Linear::Candle { weight, bias } => {
+                // Flattening to 2-D keeps the weight out of batched matmul, whose CPU kernel in
+                // candle-core 0.11.1 mishandles some transposed/broadcast operand pairs.
+                let dims = xs.dims().to_vec();
+                let in_dim = *dims.last().unwrap_or(&0);
+                let rows = xs.elem_count() / in_dim.max(1);
+                let ys = xs.contiguous()?.reshape((rows, in_dim))?.matmul(&weight.t()?)?;
+                let ys = match bias {
+                    Some(b) => ys.broadcast_add(b)?,
+                    None => ys,
+                };
+                let mut out_dims = dims;
+                if let Some(last) = out_dims.last_mut() {
+                    *last = weight.dim(0)?;
+                }
+                activation.forward(&ys.reshape(out_dims)?)
             }
-            Weight::Dense(weight) => activation.forward(&self.dense(xs, weight)?),
         }
-    }
-
-    /// Candle's matmul, for half precision, GPUs and training.
-    fn dense(&self, xs: &Tensor, weight: &Tensor) -> Result<Tensor> {
-        // Flattening to 2-D keeps the weight out of batched matmul, whose CPU kernel in
-        // candle-core 0.11.1 mishandles some transposed/broadcast operand pairs.
-        let dims = xs.dims().to_vec();
-        let in_dim = *dims.last().unwrap_or(&0);
-        let rows = xs.elem_count() / in_dim.max(1);
-        let ys = xs.contiguous()?.reshape((rows, in_dim))?.matmul(&weight.t()?)?;
-        let ys = match &self.bias {
-            Some(b) => ys.broadcast_add(b)?,
-            None => ys,
-        };
-        let mut out_dims = dims;
-        if let Some(last) = out_dims.last_mut() {
-            *last = weight.dim(0)?;
-        }
-        ys.reshape(out_dims)
     }
 }
 
@@ -166,18 +135,21 @@ impl Module for Linear {
     }
 }
 
-/// The normalisation after each residual: LayerNorm, or RoFormer v2's weightless RMS norm.
+/// The normalisation after each residual: LayerNorm (`affine` weight and bias), or RoFormer v2's
+/// weightless RMS norm (`affine` none), in the form its engine computes with.
 #[derive(Debug, Clone)]
 pub(crate) enum Norm {
-    Layer { weight: Tensor, bias: Tensor, eps: f64 },
-    Rms { eps: f64 },
+    /// `norm(x + residual)` in one pass of the fused kernel.
+    Fused { affine: Option<(Tensor, Tensor)>, eps: f64 },
+    /// Candle's ops, differentiable where training needs it.
+    Candle { affine: Option<(Tensor, Tensor)>, eps: f64 },
 }
 
 impl Norm {
-    pub fn load(vb: VarBuilder, dim: usize, config: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, dim: usize, config: &Config, engine: Engine) -> Result<Self> {
         let eps = config.layer_norm_eps;
-        match config.norm_type() {
-            NormType::RmsNorm => Ok(Norm::Rms { eps }),
+        let affine = match config.norm_type() {
+            NormType::RmsNorm => None,
             NormType::LayerNorm => {
                 // Checkpoints converted from TensorFlow may still name the affine part gamma/beta.
                 let (w, b) = if !vb.contains_tensor("weight") && vb.contains_tensor("gamma") {
@@ -185,49 +157,40 @@ impl Norm {
                 } else {
                     ("weight", "bias")
                 };
-                let weight = vb.get_with_hints(dim, w, Init::Const(1.0))?;
-                let bias = vb.get_with_hints(dim, b, Init::Const(0.0))?;
-                Ok(Norm::Layer { weight, bias, eps })
+                Some((
+                    vb.get_with_hints(dim, w, Init::Const(1.0))?,
+                    vb.get_with_hints(dim, b, Init::Const(0.0))?,
+                ))
             }
-        }
+        };
+        Ok(match engine {
+            Engine::Fused(_) => Norm::Fused { affine, eps },
+            Engine::Candle { .. } => Norm::Candle { affine, eps },
+        })
     }
-}
 
-impl Norm {
-    /// `norm(xs + residual)`, in one pass on the CPU in f32.
+    /// `norm(xs + residual)`.
     pub fn forward_residual(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        if self.fused(xs) && kernels::fits(residual) {
-            return kernels::norm::add_norm(xs, Some(residual), self.affine(), self.eps());
-        }
-        self.forward(&(xs + residual)?)
-    }
-
-    fn fused(&self, xs: &Tensor) -> bool {
-        kernels::fits(xs) && self.affine().is_none_or(|(w, b)| kernels::fits(w) && kernels::fits(b))
-    }
-
-    fn affine(&self) -> Option<(&Tensor, &Tensor)> {
         match self {
-            Norm::Layer { weight, bias, .. } => Some((weight, bias)),
-            Norm::Rms { .. } => None,
-        }
-    }
-
-    fn eps(&self) -> f64 {
-        match self {
-            Norm::Layer { eps, .. } | Norm::Rms { eps } => *eps,
+            Norm::Fused { affine, eps } => {
+                let affine = affine.as_ref().map(|(w, b)| (w, b));
+                kernels::norm::add_norm(xs, Some(residual), affine, *eps)
+            }
+            Norm::Candle { .. } => self.forward(&(xs + residual)?),
         }
     }
 }
 
 impl Module for Norm {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        if self.fused(xs) {
-            return kernels::norm::add_norm(xs, None, self.affine(), self.eps());
-        }
         match self {
-            Norm::Layer { weight, bias, eps } => crate::ops::layer_norm(xs, weight, bias, *eps),
-            Norm::Rms { eps } => crate::ops::rms_norm(xs, *eps),
+            Norm::Fused { affine, eps } => {
+                kernels::norm::add_norm(xs, None, affine.as_ref().map(|(w, b)| (w, b)), *eps)
+            }
+            Norm::Candle { affine: Some((weight, bias)), eps } => {
+                crate::ops::layer_norm(xs, weight, bias, *eps)
+            }
+            Norm::Candle { affine: None, eps } => crate::ops::rms_norm(xs, *eps),
         }
     }
 }

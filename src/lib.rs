@@ -25,6 +25,7 @@
 //! `model`, `heads`, built from `layers` and `ops`; `checkpoint` and `hub` load them.
 
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 mod activation;
 mod attention;
@@ -33,6 +34,7 @@ mod checkpoint;
 mod config;
 mod embeddings;
 mod encoder;
+mod engine;
 mod error;
 mod heads;
 mod hub;

@@ -8,9 +8,10 @@ use crate::batching::Batch;
 use crate::config::Config;
 use crate::embeddings::Embeddings;
 use crate::encoder::Encoder;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::layers::{DropoutRng, Linear};
-use crate::pass::{Layout, Pass};
+use crate::pass::Pass;
 use crate::quantization::Quantization;
 use crate::rotary::RotaryEmbedding;
 
@@ -52,10 +53,10 @@ pub struct Pooler {
 }
 
 impl Pooler {
-    fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> candle_core::Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
-            dense: Linear::load(vb.pp("dense"), h, h, true, config)?,
+            dense: Linear::load(vb.pp("dense"), h, h, true, config, engine)?,
             activation: config.pooler_activation(),
         })
     }
@@ -83,6 +84,7 @@ impl Clone for RoFormerModel {
             encoder: self.encoder.clone(),
             pooler: self.pooler.clone(),
             rotary: self.rotary.empty_copy(),
+            engine: self.engine,
             config: self.config.clone(),
         }
     }
@@ -100,6 +102,7 @@ pub struct RoFormerModel {
     encoder: Encoder,
     pooler: Option<Pooler>,
     rotary: RotaryEmbedding,
+    engine: Engine,
     config: Config,
 }
 
@@ -115,24 +118,32 @@ impl RoFormerModel {
             vb.dtype(),
             vb.device(),
         );
-        Ok(Self::load_inner(vb, config, rotary)?)
+        let words = Embeddings::load_words(&vb.pp("embeddings"), config)?;
+        let engine = Engine::for_weights(&words)?;
+        Ok(Self::load_inner(vb, words, config, rotary, engine)?)
     }
 
-    fn load_inner(vb: VarBuilder, config: &Config, rotary: RotaryEmbedding) -> candle_core::Result<Self> {
-        let embeddings = Embeddings::load(vb.pp("embeddings"), config)?;
+    fn load_inner(
+        vb: VarBuilder,
+        words: Tensor,
+        config: &Config,
+        rotary: RotaryEmbedding,
+        engine: Engine,
+    ) -> candle_core::Result<Self> {
+        let embeddings = Embeddings::load(vb.pp("embeddings"), words, config, engine)?;
         let embeddings_project = if config.embedding_size() != config.hidden_size {
             let (e, h) = (config.embedding_size(), config.hidden_size);
-            Some(Linear::load(vb.pp("embeddings_project"), e, h, true, config)?)
+            Some(Linear::load(vb.pp("embeddings_project"), e, h, true, config, engine)?)
         } else {
             None
         };
-        let encoder = Encoder::load(vb.pp("encoder"), config)?;
+        let encoder = Encoder::load(vb.pp("encoder"), config, engine)?;
         let pooler = if vb.contains_tensor("pooler.dense.weight") {
-            Some(Pooler::load(vb.pp("pooler"), config)?)
+            Some(Pooler::load(vb.pp("pooler"), config, engine)?)
         } else {
             None
         };
-        Ok(Self { embeddings, embeddings_project, encoder, pooler, rotary, config: config.clone() })
+        Ok(Self { embeddings, embeddings_project, encoder, pooler, rotary, engine, config: config.clone() })
     }
 
     /// The configuration the model was built from.
@@ -181,9 +192,14 @@ impl RoFormerModel {
         Ok(states)
     }
 
-    /// Whether the fused CPU kernels run this model, which lets batches be packed without padding.
-    pub(crate) fn runs_fused(&self) -> bool {
-        crate::kernels::fits(self.word_embeddings())
+    /// The engine chosen when the model loaded; heads build their layers for it.
+    pub(crate) fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// Whether batches go to this model packed back to back, without padding.
+    pub(crate) fn packs_batches(&self) -> bool {
+        self.engine.packs_batches()
     }
 
     /// `inputs` as a padded batch, after checking their shapes.
@@ -217,29 +233,12 @@ impl RoFormerModel {
         dropout: Option<&DropoutRng>,
         hidden_states: Option<&mut Vec<Tensor>>,
     ) -> Result<Tensor> {
-        let (ids, types, layout, longest) = match batch {
-            Batch::Padded { ids, types, mask } => {
-                let (b, len) = ids.dims2()?;
-                let keep = match mask {
-                    Some(mask) => {
-                        let mask = mask.to_dtype(DType::F32)?.to_device(self.device())?;
-                        // An all-ones mask masks nothing: skip it.
-                        if mask.min_all()?.to_scalar::<f32>()? == 1.0 {
-                            None
-                        } else {
-                            Some(mask)
-                        }
-                    }
-                    None => None,
-                };
-                (ids, types, Layout::Padded { batch: b, len, keep }, len)
-            }
-            Batch::Packed { ids, types, spans } => {
-                let longest = spans.iter().map(|s| s.1).max().unwrap_or(0);
-                (ids, types, Layout::Packed { spans: spans.clone() }, longest)
-            }
+        let (ids, types, longest) = match batch {
+            Batch::Padded { ids, types, .. } => (ids, types, ids.dim(1)?),
+            Batch::Packed { ids, types, spans } => (ids, types, spans.iter().map(|s| s.1).max().unwrap_or(0)),
         };
-        let pass = Pass::new(layout, causal, self.rotary.tables(longest)?, dropout);
+        let rope = self.rotary.tables(longest)?;
+        let pass = Pass::new(self.engine, batch, causal, rope, self.dtype(), dropout)?;
         let xs = self.embeddings.forward(ids, types, &pass)?;
         let xs = match &self.embeddings_project {
             Some(project) => project.forward(&xs)?,

@@ -74,10 +74,9 @@ impl candle_core::CustomOp1 for FastGeluErf {
         let Some((start, end)) = layout.contiguous_offsets() else {
             candle_core::bail!("fast-gelu-erf takes a contiguous tensor")
         };
-        let out: Vec<f32> = data[start..end]
-            .iter()
-            .map(|&x| 0.5 * x * (1.0 + crate::kernels::math::erf(x * std::f32::consts::FRAC_1_SQRT_2)))
-            .collect();
+        let mut out = data[start..end].to_vec();
+        let width = out.len();
+        crate::kernels::linear::apply(&mut out, width, crate::activation::Activation::Gelu);
         Ok((candle_core::CpuStorage::F32(out), layout.shape().clone()))
     }
 }

@@ -1,40 +1,71 @@
-//! What one forward pass shares across its layers: how tokens form sequences (padded rows with
-//! a mask, or packed back to back), causality, the rotary tables, and dropout when training.
-
-use std::sync::OnceLock;
+//! What one forward pass shares across its layers: the engine's form of the mask (how tokens form
+//! sequences and what each may attend to), the rotary tables, and dropout when training.
 
 use candle_core::{DType, Result, Tensor};
 
+use crate::batching::Batch;
+use crate::engine::Engine;
 use crate::kernels::attention::Segments;
+use crate::kernels::Level;
 use crate::layers::DropoutRng;
 use crate::rotary::RotaryTables;
 
-/// How the tokens of a batch are laid out.
-pub(crate) enum Layout {
-    /// (batch, len) rows; `keep` is 1 for tokens that may be attended to and 0 for padding,
-    /// `None` when none is padding.
-    Padded { batch: usize, len: usize, keep: Option<Tensor> },
-    /// Sequences back to back, as (first token, length): no padding at all.
-    Packed { spans: Vec<(usize, usize)> },
+/// The mask in the form the model's engine computes attention with.
+pub(crate) enum Mask {
+    /// The fused kernel's: each sequence as (first token, length), and per token an additive key
+    /// bias (0, or f32::MIN for padding) when any is padding.
+    Segments { level: Level, spans: Vec<(usize, usize)>, key_bias: Option<Vec<f32>> },
+    /// Candle's: (batch, len) rows and an additive bias broadcasting to (batch, heads, query,
+    /// key), 0 where attention is allowed and the dtype's minimum elsewhere, as transformers'
+    /// eager path does; `None` when nothing is masked, which spares every layer the addition.
+    Bias { batch: usize, len: usize, bias: Option<Tensor> },
 }
 
-/// Each sequence as (first token, length), and the additive key bias of padded rows.
-type FusedLayout = (Vec<(usize, usize)>, Option<Vec<f32>>);
-
 pub(crate) struct Pass<'a> {
-    pub layout: Layout,
-    causal: bool,
+    pub mask: Mask,
+    pub causal: bool,
     pub rope: RotaryTables,
     dropout: Option<&'a DropoutRng>,
-    /// The additive attention bias of Candle's path, built on first use.
-    bias: OnceLock<Option<Tensor>>,
-    /// The spans and key bias of the fused kernel, built on first use.
-    fused: OnceLock<FusedLayout>,
 }
 
 impl<'a> Pass<'a> {
-    pub fn new(layout: Layout, causal: bool, rope: RotaryTables, dropout: Option<&'a DropoutRng>) -> Self {
-        Self { layout, causal, rope, dropout, bias: OnceLock::new(), fused: OnceLock::new() }
+    /// The pass of `batch` for `engine`, with the rotary tables covering its longest sequence.
+    pub fn new(
+        engine: Engine,
+        batch: &Batch,
+        causal: bool,
+        rope: RotaryTables,
+        dtype: DType,
+        dropout: Option<&'a DropoutRng>,
+    ) -> Result<Self> {
+        let mask = match (engine, batch) {
+            (Engine::Fused(level), Batch::Packed { spans, .. }) => {
+                Mask::Segments { level, spans: spans.clone(), key_bias: None }
+            }
+            (Engine::Fused(level), Batch::Padded { ids, mask, .. }) => {
+                let (b, len) = ids.dims2()?;
+                let key_bias = match padding(mask)? {
+                    Some(keep) => Some(
+                        keep.flatten_all()?
+                            .to_vec1::<f32>()?
+                            .into_iter()
+                            .map(|k| if k == 0.0 { f32::MIN } else { 0.0 })
+                            .collect(),
+                    ),
+                    None => None,
+                };
+                Mask::Segments { level, spans: (0..b).map(|i| (i * len, len)).collect(), key_bias }
+            }
+            (Engine::Candle { .. }, Batch::Padded { ids, mask, .. }) => {
+                let (batch, len) = ids.dims2()?;
+                let keep = padding(mask)?.map(|m| m.to_device(rope.cos.device())).transpose()?;
+                Mask::Bias { batch, len, bias: bias(batch, len, keep, causal, dtype, &rope)? }
+            }
+            (Engine::Candle { .. }, Batch::Packed { .. }) => {
+                candle_core::bail!("packed sequences need the fused CPU engine (f32 on the CPU)")
+            }
+        };
+        Ok(Self { mask, causal, rope, dropout })
     }
 
     /// Dropout with probability `p` in training; the identity otherwise.
@@ -46,67 +77,51 @@ impl<'a> Pass<'a> {
     }
 
     /// The sequences as the fused attention kernel takes them.
-    pub fn segments(&self) -> Result<Segments<'_>> {
-        if self.fused.get().is_none() {
-            let value = match &self.layout {
-                Layout::Packed { spans } => (spans.clone(), None),
-                Layout::Padded { batch, len, keep } => {
-                    let spans = (0..*batch).map(|b| (b * len, *len)).collect();
-                    let bias = match keep {
-                        Some(keep) => Some(
-                            keep.flatten_all()?
-                                .to_vec1::<f32>()?
-                                .into_iter()
-                                .map(|k| if k == 0.0 { f32::MIN } else { 0.0 })
-                                .collect(),
-                        ),
-                        None => None,
-                    };
-                    (spans, bias)
-                }
-            };
-            let _ = self.fused.set(value);
-        }
-        let (spans, key_bias) = self.fused.get().expect("set above");
-        Ok(Segments { spans, key_bias: key_bias.as_deref(), causal: self.causal })
+    pub fn segments<'s>(
+        &'s self,
+        spans: &'s [(usize, usize)],
+        key_bias: &'s Option<Vec<f32>>,
+    ) -> Segments<'s> {
+        Segments { spans, key_bias: key_bias.as_deref(), causal: self.causal }
     }
+}
 
-    /// The mask as an additive bias broadcasting to (batch, heads, query, key): 0 where attention
-    /// is allowed and the dtype's minimum elsewhere, as transformers' eager path does. `None` when
-    /// nothing is masked, which spares every layer the addition.
-    pub fn attention_bias(&self, dtype: DType) -> Result<Option<&Tensor>> {
-        if let Some(bias) = self.bias.get() {
-            return Ok(bias.as_ref());
-        }
-        let bias = self.build_bias(dtype)?;
-        Ok(self.bias.get_or_init(|| bias).as_ref())
-    }
+/// The padding mask as f32 (1 for tokens, 0 for padding), or `None` when nothing is padding.
+fn padding(mask: &Option<Tensor>) -> Result<Option<Tensor>> {
+    let Some(mask) = mask else { return Ok(None) };
+    let mask = mask.to_dtype(DType::F32)?;
+    // An all-ones mask masks nothing: skip it.
+    Ok(if mask.min_all()?.to_scalar::<f32>()? == 1.0 { None } else { Some(mask) })
+}
 
-    fn build_bias(&self, dtype: DType) -> Result<Option<Tensor>> {
-        let Layout::Padded { batch, len, keep } = &self.layout else {
-            candle_core::bail!("packed sequences need the fused CPU kernels (f32 on the CPU)")
-        };
-        let (batch, len) = (*batch, *len);
-        let device = self.rope.cos.device();
-        let keep = match (keep, self.causal) {
-            (None, false) => return Ok(None),
-            (Some(keep), _) => keep.reshape((batch, 1, 1, len))?,
-            (None, true) => Tensor::ones((batch, 1, 1, len), DType::F32, device)?,
-        };
-        let keep = if self.causal {
-            let causal: Vec<f32> =
-                (0..len).flat_map(|q| (0..len).map(move |k| if k <= q { 1.0 } else { 0.0 })).collect();
-            keep.broadcast_mul(&Tensor::from_vec(causal, (1, 1, len, len), device)?)?
-        } else {
-            keep
-        };
-        let min = match dtype {
-            DType::F16 => f64::from(half::f16::MIN),
-            DType::BF16 => f64::from(half::bf16::MIN),
-            DType::F64 => f64::MIN,
-            _ => f64::from(f32::MIN),
-        };
-        // 1 - keep is exactly 0 or 1, so the bias is exactly 0 or min.
-        Ok(Some(((keep.ones_like()? - keep)? * min)?.to_dtype(dtype)?))
-    }
+/// Candle's additive attention bias for (batch, len) rows with padding `keep` and causality.
+fn bias(
+    batch: usize,
+    len: usize,
+    keep: Option<Tensor>,
+    causal: bool,
+    dtype: DType,
+    rope: &RotaryTables,
+) -> Result<Option<Tensor>> {
+    let device = rope.cos.device();
+    let keep = match (keep, causal) {
+        (None, false) => return Ok(None),
+        (Some(keep), _) => keep.reshape((batch, 1, 1, len))?,
+        (None, true) => Tensor::ones((batch, 1, 1, len), DType::F32, device)?,
+    };
+    let keep = if causal {
+        let causal: Vec<f32> =
+            (0..len).flat_map(|q| (0..len).map(move |k| if k <= q { 1.0 } else { 0.0 })).collect();
+        keep.broadcast_mul(&Tensor::from_vec(causal, (1, 1, len, len), device)?)?
+    } else {
+        keep
+    };
+    let min = match dtype {
+        DType::F16 => f64::from(half::f16::MIN),
+        DType::BF16 => f64::from(half::bf16::MIN),
+        DType::F64 => f64::MIN,
+        _ => f64::from(f32::MIN),
+    };
+    // 1 - keep is exactly 0 or 1, so the bias is exactly 0 or min.
+    Ok(Some(((keep.ones_like()? - keep)? * min)?.to_dtype(dtype)?))
 }

@@ -10,9 +10,11 @@
 use candle_core::{Result, Tensor};
 use rayon::prelude::*;
 
-use super::{math, multiversion, tensor, SendPtr, View};
+use super::gemm::{multiply_f32, pack_panels, Aligned, Panels, Source, Start};
+use super::tile_f32::F32Kernel;
+use super::{math, multiversion, tensor, Level, SendPtr, View};
 
-/// Queries per task, and keys per step of the online softmax.
+/// Queries per task, and keys per step of the online softmax (a multiple of every kernel's nr).
 const QUERY_BLOCK: usize = 128;
 const KEY_BLOCK: usize = 512;
 
@@ -31,6 +33,7 @@ pub(crate) struct Segments<'a> {
 /// `cos` and `sin` are (positions, head_dim / 2) tables covering the longest sequence.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
+    level: Level,
     qkv: &Tensor,
     segments: &Segments,
     cos: &Tensor,
@@ -83,30 +86,69 @@ pub(crate) fn attention(
         })
     };
 
+    let (values, value_width) = if rotary_value { (&rotated[..], rotated_width) } else { (qkv, width) };
+    let kernel = F32Kernel::for_level(level);
+    let nr = kernel.nr;
+    // Keys and values packed as the GEMM's panels once per sequence and head, for every block of
+    // queries: keys as (len, head_dim) weights, values as (head_dim, len).
+    let pairs: Vec<(usize, usize)> =
+        (0..segments.spans.len()).flat_map(|s| (0..heads).map(move |h| (s, h))).collect();
+    let sizes = |len: usize| (len.div_ceil(nr) * nr * head_dim, head_dim.div_ceil(nr) * nr * len);
+    let mut offsets = Vec::with_capacity(pairs.len());
+    let mut total = 0;
+    for &(s, _) in &pairs {
+        let (k_size, v_size) = sizes(segments.spans[s].1);
+        offsets.push(total);
+        total += k_size + v_size;
+    }
+    let mut panels = Aligned::scratch(total);
+    {
+        let mut rest = panels.as_mut_slice();
+        let mut parts = Vec::with_capacity(pairs.len());
+        for &(s, _) in &pairs {
+            let (k_size, v_size) = sizes(segments.spans[s].1);
+            let (part, tail) = rest.split_at_mut(k_size + v_size);
+            parts.push(part);
+            rest = tail;
+        }
+        parts.into_par_iter().zip(&pairs).for_each(|(part, &(s, h))| {
+            let (start, len) = segments.spans[s];
+            let (keys, vals) = part.split_at_mut(sizes(len).0);
+            let k_src = Source::Rows {
+                data: &rotated[start * rotated_width + hidden + h * head_dim..],
+                ld: rotated_width,
+            };
+            pack_panels(k_src, len, head_dim, nr, keys);
+            let v_src = Source::Columns {
+                data: &values[start * value_width + 2 * hidden + h * head_dim..],
+                ld: value_width,
+            };
+            pack_panels(v_src, head_dim, len, nr, vals);
+        });
+    }
+    let panels_ref = panels.as_slice();
+
     let mut out = Vec::with_capacity(tokens * hidden);
     let out_ptr = SendPtr(out.as_mut_ptr());
-    let tasks: Vec<(usize, usize, usize)> = segments
-        .spans
+    let tasks: Vec<(usize, usize, usize)> = pairs
         .iter()
         .enumerate()
-        .flat_map(|(s, &(_, len))| {
-            (0..heads).flat_map(move |h| (0..len).step_by(QUERY_BLOCK).map(move |q| (s, h, q)))
-        })
+        .flat_map(|(i, &(s, _))| (0..segments.spans[s].1).step_by(QUERY_BLOCK).map(move |q| (i, s, q)))
         .collect();
-    let (values, value_width) = if rotary_value { (&rotated[..], rotated_width) } else { (qkv, width) };
     let rotated = &rotated[..];
-    tasks.into_par_iter().for_each(|(s, h, q0)| {
+    tasks.into_par_iter().for_each(|(i, s, q0)| {
         let (start, len) = segments.spans[s];
+        let h = pairs[i].1;
+        let (k_size, _) = sizes(len);
+        let part = &panels_ref[offsets[i]..];
         let rows = QUERY_BLOCK.min(len - q0);
         let job = Block {
-            rotated,
-            rotated_width,
-            values,
-            value_width,
-            hidden,
-            head: h,
+            kernel,
+            queries: &rotated[(start + q0) * rotated_width + h * head_dim..],
+            query_stride: rotated_width,
+            keys: &part[..k_size],
+            values: &part[k_size..],
             head_dim,
-            start,
             len,
             q0,
             rows,
@@ -116,16 +158,18 @@ pub(crate) fn attention(
         let mut context = vec![0f32; rows * head_dim];
         job.run(&mut context);
         for (i, row) in context.chunks(head_dim).enumerate() {
-            // SAFETY: this task alone writes these columns of these rows.
+            // SAFETY: this task alone writes these columns of these rows, inside `out`'s
+            // capacity of tokens × hidden.
             let dst = unsafe {
                 std::slice::from_raw_parts_mut(
-                    out_ptr.get().add((start + q0 + i) * hidden + h * head_dim),
+                    out_ptr.get().wrapping_add((start + q0 + i) * hidden + h * head_dim),
                     head_dim,
                 )
             };
             dst.copy_from_slice(row);
         }
     });
+    panels.recycle();
     // SAFETY: the tasks covered every (token, head) cell: each span's rows, all heads.
     unsafe { out.set_len(tokens * hidden) };
     tensor(out, &[tokens, hidden])
@@ -150,14 +194,14 @@ multiversion! {
 
 /// One task: `rows` queries from `q0` of one head of one sequence, against all its keys.
 struct Block<'a> {
-    rotated: &'a [f32],
-    rotated_width: usize,
+    kernel: &'static F32Kernel,
+    /// The first query's rotated, scaled row; queries are `query_stride` apart.
+    queries: &'a [f32],
+    query_stride: usize,
+    /// The sequence's keys and values of this head, packed as panels.
+    keys: &'a [f32],
     values: &'a [f32],
-    value_width: usize,
-    hidden: usize,
-    head: usize,
     head_dim: usize,
-    start: usize,
     len: usize,
     q0: usize,
     rows: usize,
@@ -167,69 +211,52 @@ struct Block<'a> {
 
 impl Block<'_> {
     fn run(&self, context: &mut [f32]) {
-        let d = self.head_dim;
+        let (d, nr) = (self.head_dim, self.kernel.nr);
         let mut max = vec![f32::NEG_INFINITY; self.rows];
         let mut sum = vec![0f32; self.rows];
         let mut scores = vec![0f32; self.rows * KEY_BLOCK.min(self.len)];
+        let mut scratch = Aligned::default();
         for k0 in (0..self.len).step_by(KEY_BLOCK) {
             let cols = KEY_BLOCK.min(self.len - k0);
             let scores = &mut scores[..self.rows * cols];
-            // Scores = Q Kᵀ for this block of keys (q is already scaled).
-            let q = &self.rotated[(self.start + self.q0) * self.rotated_width + self.head * d..];
-            let k = &self.rotated[(self.start + k0) * self.rotated_width + self.hidden + self.head * d..];
-            // SAFETY: the strides stay inside `rotated` for rows × d and cols × d elements.
+            // Scores = Q Kᵀ for this block of keys (q is already scaled); blocks start on a
+            // panel, as KEY_BLOCK is a multiple of every kernel's nr.
+            let keys =
+                Panels { data: &self.keys[(k0 / nr) * d * nr..], stride: d * nr, n: cols, k0: 0, depth: d };
+            // SAFETY: `scores` holds rows × cols floats, cols apart, and only this call touches it.
             unsafe {
-                gemm::gemm(
+                multiply_f32(
+                    self.kernel,
+                    self.queries,
+                    self.query_stride,
                     self.rows,
-                    cols,
-                    d,
+                    keys,
+                    Start::Zero,
                     scores.as_mut_ptr(),
-                    1,
-                    cols as isize,
-                    false,
-                    q.as_ptr(),
-                    1,
-                    self.rotated_width as isize,
-                    k.as_ptr(),
-                    self.rotated_width as isize,
-                    1,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
-            let bias = self.key_bias.map(|b| &b[k0..k0 + cols]);
-            let first_query = self.q0;
-            softmax_step(scores, cols, bias, self.causal, first_query, k0, &mut max, &mut sum, context, d);
-            // Context += P V for this block of keys.
-            let v = &self.values[(self.start + k0) * self.value_width + 2 * self.hidden + self.head * d..];
-            // SAFETY: as above, for cols × d values.
-            unsafe {
-                gemm::gemm(
-                    self.rows,
-                    d,
                     cols,
+                    false,
+                    &mut scratch,
+                )
+            };
+            let bias = self.key_bias.map(|b| &b[k0..k0 + cols]);
+            softmax_step(scores, cols, bias, self.causal, self.q0, k0, &mut max, &mut sum, context, d);
+            // Context += P V for this block of keys.
+            let values = Panels { data: self.values, stride: self.len * nr, n: d, k0, depth: cols };
+            // SAFETY: `context` holds rows × d floats, d apart, and only this call touches it.
+            unsafe {
+                multiply_f32(
+                    self.kernel,
+                    scores,
+                    cols,
+                    self.rows,
+                    values,
+                    Start::Accumulate,
                     context.as_mut_ptr(),
-                    1,
-                    d as isize,
-                    true,
-                    scores.as_ptr(),
-                    1,
-                    cols as isize,
-                    v.as_ptr(),
-                    1,
-                    self.value_width as isize,
-                    1.0,
-                    1.0,
+                    d,
                     false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+                    &mut scratch,
+                )
+            };
         }
         finish(context, &sum, d);
     }
@@ -408,11 +435,17 @@ mod tests {
                 (0..tokens).map(|t| if padded && t >= tokens - 100 { f32::MIN } else { 0.0 }).collect();
             let segments = Segments { spans: &spans, key_bias: padded.then_some(&bias[..]), causal };
             let qkv_t = Tensor::from_vec(qkv.clone(), (tokens, 3 * hidden), &Device::Cpu).unwrap();
-            let ours = attention(&qkv_t, &segments, &cos_t, &sin_t, heads, d, rotary_value).unwrap();
-            let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
             let want = reference(&qkv, &segments, &cos, &sin, heads, d, rotary_value);
-            let worst = ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
-            assert!(worst < 1e-4, "spans {spans:?} padded {padded} causal {causal}: max abs {worst:e}");
+            for level in crate::kernels::tested_levels("blocked attention") {
+                let ours =
+                    attention(level, &qkv_t, &segments, &cos_t, &sin_t, heads, d, rotary_value).unwrap();
+                let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let worst = ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+                assert!(
+                    worst < 1e-4,
+                    "{level:?}: spans {spans:?} padded {padded} causal {causal}: max abs {worst:e}"
+                );
+            }
         }
     }
 }

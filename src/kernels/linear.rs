@@ -4,43 +4,9 @@
 use candle_core::{Result, Tensor};
 use rayon::prelude::*;
 
-use super::int8::PackedI8;
-use super::packed::PackedF32;
+use super::gemm::{PackedF32, PackedI8};
 use super::{math, multiversion, tensor, View};
 use crate::activation::Activation;
-
-/// Below this many multiply-adds a gemm runs on one thread: splitting costs more than it saves.
-const PARALLEL_FROM: usize = 1 << 17;
-
-/// `xs` (.., k) times the weight (n, k) transposed, plus the bias (n), then `activation`.
-pub(crate) fn linear(
-    xs: &Tensor,
-    weight: &Tensor,
-    bias: Option<&Tensor>,
-    activation: Activation,
-) -> Result<Tensor> {
-    let (n, k) = weight.dims2()?;
-    let dims = xs.dims();
-    if dims.last() != Some(&k) {
-        candle_core::bail!("linear: input {dims:?} does not end in {k}")
-    }
-    let m = xs.elem_count() / k.max(1);
-    let xs = xs.contiguous()?;
-    let (a, w) = (View::new(&xs)?, View::new(weight)?);
-    let bias = bias.map(View::new).transpose()?;
-    let mut out = vec![0f32; m * n];
-    if let Some(bias) = &bias {
-        let bias = bias.slice();
-        out.par_chunks_mut(n).with_min_len(64).for_each(|row| row.copy_from_slice(bias));
-    }
-    gemm(a.slice(), w.slice(), &mut out, m, k, n, bias.is_some());
-    apply(&mut out, n, activation);
-    let mut out_dims = dims.to_vec();
-    if let Some(last) = out_dims.last_mut() {
-        *last = n;
-    }
-    tensor(out, &out_dims)
-}
 
 /// A weight packed once for a kernel of ours.
 pub(crate) trait PackedWeight {
@@ -55,18 +21,20 @@ pub(crate) trait PackedWeight {
 
 impl PackedWeight for PackedF32 {
     fn dims(&self) -> (usize, usize) {
-        (self.n(), self.k())
+        PackedF32::dims(self)
     }
     unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        // SAFETY: the caller's promise is the one `PackedF32::matmul` asks.
         unsafe { PackedF32::matmul(self, a, m, bias, out) }
     }
 }
 
 impl PackedWeight for PackedI8 {
     fn dims(&self) -> (usize, usize) {
-        (self.n(), self.k())
+        PackedI8::dims(self)
     }
     unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        // SAFETY: the caller's promise is the one `PackedI8::matmul` asks.
         unsafe { PackedI8::matmul(self, a, m, bias, out) }
     }
 }
@@ -80,7 +48,7 @@ pub(crate) fn linear_packed(
 ) -> Result<Tensor> {
     let (n, k) = weight.dims();
     let dims = xs.dims();
-    if dims.last() != Some(&k) || !super::fits(xs) {
+    if dims.last() != Some(&k) {
         candle_core::bail!(
             "linear: input {dims:?} ({:?} on {:?}) does not fit a packed ({n}, {k}) f32 weight",
             xs.dtype(),
@@ -100,40 +68,6 @@ pub(crate) fn linear_packed(
         *last = n;
     }
     tensor(out, &out_dims)
-}
-
-/// `out` (m, n) (+)= `a` (m, k) · `w`ᵀ, where `w` is (n, k) row-major.
-pub(crate) fn gemm(a: &[f32], w: &[f32], out: &mut [f32], m: usize, k: usize, n: usize, accumulate: bool) {
-    let threads = rayon::current_num_threads();
-    let parallelism = if threads > 1 && m * n * k >= PARALLEL_FROM {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
-    // SAFETY: the slices hold m×k, n×k and m×n elements, read and written with these strides.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            a.as_ptr(),
-            1,
-            k as isize,
-            w.as_ptr(),
-            k as isize,
-            1,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        )
-    }
 }
 
 /// Applies `activation` in place to rows of `width`, in parallel.

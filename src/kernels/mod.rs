@@ -1,26 +1,34 @@
 //! CPU kernels for inference in f32 (and int8 linears): the hot steps of a forward pass fused so
 //! that each reads and writes its data once, without Candle's per-op dispatch.
 //!
-//! Every kernel reads contiguous f32 CPU tensors in place and returns a new tensor; the callers
-//! use them only where [`fits`] holds (CPU, f32, nothing tracked for gradients) and fall back to
-//! Candle's ops elsewhere (GPU, half precision, training). SIMD code paths are picked at run
-//! time (AVX-512, AVX2 + FMA, or portable), so the crate needs no `target-cpu` flag.
+//! The fused engine (`crate::engine`) runs them: every kernel reads contiguous f32 CPU tensors in
+//! place and returns a new tensor. The matrix products go through one GEMM driver (`gemm`) with a
+//! microkernel per instruction set (`tile_f32`, `tile_int8`); the elementwise kernels are plain
+//! Rust compiled once per level by `multiversion!`. The level is picked at run time ([`Level`]),
+//! so the crate needs no `target-cpu` flag.
+
+/// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
+/// accumulators in registers.
+macro_rules! by_rows {
+    ($kernel:ident, $t:expr, $($r:literal)*) => {
+        match $t.rows {
+            $($r => $kernel::<$r>($t),)*
+            _ => unreachable!("tile rows are checked against mr"),
+        }
+    };
+}
 
 pub(crate) mod attention;
-pub(crate) mod int8;
+pub(crate) mod gemm;
 pub(crate) mod linear;
 pub(crate) mod math;
 pub(crate) mod norm;
-pub(crate) mod packed;
+pub(crate) mod tile_f32;
+pub(crate) mod tile_int8;
 
 use std::ops::Range;
 
-use candle_core::{CpuStorage, DType, Device, Result, Storage, Tensor};
-
-/// Whether the fused kernels can take `xs`: f32 on the CPU, not tracked for gradients.
-pub(crate) fn fits(xs: &Tensor) -> bool {
-    xs.dtype() == DType::F32 && xs.device().is_cpu() && !xs.track_op()
-}
+use candle_core::{CpuStorage, Device, Result, Storage, Tensor};
 
 /// The f32 elements of a contiguous CPU tensor, borrowed in place.
 pub(crate) struct View<'a> {
@@ -81,34 +89,95 @@ impl SendPtr {
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
-/// The SIMD level of this CPU, detected once.
+/// A SIMD level of the fused kernels, lowest first. The engine runs at the best level this CPU
+/// has, or at a lower one named by `ROFORMER_CPU_LEVEL`, so that every level can be tested on a
+/// machine that has the highest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Level {
+    /// Plain Rust that the compiler vectorises for the target's baseline (SSE2, NEON).
     Portable,
+    /// AVX2 and FMA: 256-bit f32 FMAs; int8 through `vpmaddubsw` and `vpmaddwd`.
     Avx2,
+    /// AVX2 with AVX-VNNI: int8 through the 256-bit `vpdpbusd`.
+    AvxVnni,
+    /// AVX-512 (F, BW, VL, DQ): 512-bit f32 FMAs; int8 as on AVX2.
     Avx512,
+    /// AVX-512 with VNNI: int8 through the 512-bit `vpdpbusd`.
+    Avx512Vnni,
 }
 
-pub(crate) fn level() -> Level {
-    use std::sync::OnceLock;
-    static LEVEL: OnceLock<Level> = OnceLock::new();
-    *LEVEL.get_or_init(|| {
+impl Level {
+    pub const ALL: [Level; 5] =
+        [Level::Portable, Level::Avx2, Level::AvxVnni, Level::Avx512, Level::Avx512Vnni];
+
+    /// The name `ROFORMER_CPU_LEVEL` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Portable => "portable",
+            Level::Avx2 => "avx2",
+            Level::AvxVnni => "avx-vnni",
+            Level::Avx512 => "avx512",
+            Level::Avx512Vnni => "avx512-vnni",
+        }
+    }
+
+    /// Whether this CPU runs code compiled for the level.
+    pub fn supported(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("avx512vl")
-                && std::arch::is_x86_feature_detected!("avx512dq")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return Level::Avx512;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                return Level::Avx2;
+            use std::arch::is_x86_feature_detected as has;
+            let avx2 = || has!("avx2") && has!("fma");
+            let avx512 =
+                || avx2() && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
+            match self {
+                Level::Portable => true,
+                Level::Avx2 => avx2(),
+                Level::AvxVnni => avx2() && has!("avxvnni"),
+                Level::Avx512 => avx512(),
+                Level::Avx512Vnni => avx512() && has!("avx512vnni"),
             }
         }
-        Level::Portable
-    })
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Level::Portable
+        }
+    }
+
+    /// The best level this CPU runs.
+    pub fn detected() -> Level {
+        Level::ALL.into_iter().rev().find(|l| l.supported()).unwrap_or(Level::Portable)
+    }
+
+    /// The level `ROFORMER_CPU_LEVEL` names (the detected one when unset), or why it cannot be.
+    fn from_env() -> std::result::Result<Level, String> {
+        let Ok(wanted) = std::env::var("ROFORMER_CPU_LEVEL") else { return Ok(Level::detected()) };
+        let names = Level::ALL.map(Level::name).join(", ");
+        let level = Level::ALL
+            .into_iter()
+            .find(|l| l.name() == wanted.trim())
+            .ok_or_else(|| format!("ROFORMER_CPU_LEVEL={wanted}: not a level (choices: {names})"))?;
+        if !level.supported() {
+            return Err(format!(
+                "ROFORMER_CPU_LEVEL={wanted}: this CPU does not run it (its best level is {})",
+                Level::detected().name()
+            ));
+        }
+        Ok(level)
+    }
+}
+
+/// The level the fused engine runs at, read once: `ROFORMER_CPU_LEVEL`, else the best this CPU
+/// has. An unusable setting is an error here, which every model load reports.
+pub(crate) fn configured_level() -> std::result::Result<Level, String> {
+    use std::sync::OnceLock;
+    static LEVEL: OnceLock<std::result::Result<Level, String>> = OnceLock::new();
+    LEVEL.get_or_init(Level::from_env).clone()
+}
+
+/// The level the elementwise kernels run at: the configured one (the detected one when the
+/// setting is unusable, which model loads refuse anyway).
+pub(crate) fn level() -> Level {
+    configured_level().unwrap_or_else(|_| Level::detected())
 }
 
 /// Defines `$name` three times, compiled for AVX-512, for AVX2 + FMA and portably, and calls the
@@ -125,11 +194,13 @@ macro_rules! multiversion {
                 unsafe fn avx512($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+                use $crate::kernels::Level;
                 match $crate::kernels::level() {
-                    // SAFETY: the CPU has the features each variant is compiled for.
-                    $crate::kernels::Level::Avx512 => return unsafe { avx512($($arg),*) },
-                    $crate::kernels::Level::Avx2 => return unsafe { avx2($($arg),*) },
-                    $crate::kernels::Level::Portable => {}
+                    // SAFETY: the level in force is one this CPU supports (`Level::supported`), and
+                    // it has the features each variant is compiled for.
+                    Level::Avx512 | Level::Avx512Vnni => return unsafe { avx512($($arg),*) },
+                    Level::Avx2 | Level::AvxVnni => return unsafe { avx2($($arg),*) },
+                    Level::Portable => {}
                 }
             }
             body($($arg),*)
@@ -137,3 +208,16 @@ macro_rules! multiversion {
     };
 }
 pub(crate) use multiversion;
+
+/// The levels a kernel test runs at: every one this CPU supports. Those it cannot run are named
+/// in the test's output, so a pass on a smaller CPU says what it did not cover.
+#[cfg(test)]
+pub(crate) fn tested_levels(what: &str) -> Vec<Level> {
+    let (run, skip): (Vec<Level>, Vec<Level>) = Level::ALL.into_iter().partition(|l| l.supported());
+    let names = |levels: &[Level]| levels.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ");
+    println!("{what}: runs at {}", names(&run));
+    if !skip.is_empty() {
+        println!("{what}: this CPU cannot run {}", names(&skip));
+    }
+    run
+}

@@ -45,7 +45,7 @@ impl FillMask {
         let tokenizer = &pipeline.tokenizer;
         let mask_id = tokenizer.token_id(&tokenizer.special_tokens().mask)?;
         let encodings = tokenizer.encode_batch(texts)?;
-        let packed = pipeline.model.roformer().runs_fused();
+        let packed = pipeline.model.roformer().packs_batches();
         pipeline.run(&encodings, packed, |batch, encodings| {
             let logits = pipeline.model.run(batch)?;
             let mut rows = Vec::with_capacity(encodings.len());

@@ -98,7 +98,7 @@ impl SentenceEncoder {
     /// One embedding per encoding from [`SentenceEncoder::tokenizer`], in input order.
     pub fn encode_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Vec<f32>>> {
         let pipeline = &self.pipeline;
-        let packed = pipeline.model.runs_fused();
+        let packed = pipeline.model.packs_batches();
         pipeline.run(encodings, packed, |batch, _| {
             let hidden = pipeline.model.run(batch, false, None, None)?;
             let pooled = match self.pooling {

@@ -113,7 +113,7 @@ impl TextClassifier {
     /// One prediction per encoding from [`TextClassifier::tokenizer`], in input order.
     pub fn classify_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Classification>> {
         let pipeline = &self.pipeline;
-        let packed = pipeline.model.roformer().runs_fused();
+        let packed = pipeline.model.roformer().packs_batches();
         pipeline.run(encodings, packed, |batch, encodings| {
             let logits = pipeline.model.run(batch, None)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
             Ok(logits

@@ -1,0 +1,244 @@
+//! The f32 microkernels: one `mr × nr` tile of `c` in registers for the whole depth, fed one
+//! packed line of `a` (the tile's rows at one step) and one step of a weight panel at a time.
+//!
+//! | level | tile | registers |
+//! | --- | --- | --- |
+//! | AVX-512 | 14 × 32 | 28 accumulators, 2 weight vectors, 1 broadcast of 32 zmm |
+//! | AVX2 + FMA (and AVX-VNNI) | 6 × 16 | 12 accumulators, 2 weight vectors, 1 broadcast of 16 ymm |
+//! | portable | 4 × 16 | plain arrays the compiler vectorises for the target |
+
+use super::Level;
+
+/// The operands of one tile.
+pub(crate) struct F32Tile<'a> {
+    /// Rows of `c` to write, at most the kernel's `mr`.
+    pub rows: usize,
+    /// `depth` lines of `a_stride` floats: the tile's rows at each step.
+    pub a: &'a [f32],
+    /// `depth` steps of `nr` weights.
+    pub b: &'a [f32],
+    pub depth: usize,
+    /// `nr` values to start from (a bias, or zeros), unless `accumulate` says to start from `c`.
+    pub start: &'a [f32],
+    pub accumulate: bool,
+    /// The tile's first output; rows are `ldc` apart, and `cols` (≤ nr) columns are written.
+    pub c: *mut f32,
+    pub ldc: usize,
+    pub cols: usize,
+}
+
+impl F32Tile<'_> {
+    /// The checks every kernel relies on before it touches memory through pointers.
+    fn check(&self, mr: usize, nr: usize, a_stride: usize) {
+        assert!(
+            (1..=mr).contains(&self.rows)
+                && (1..=nr).contains(&self.cols)
+                && self.a.len() >= self.depth * a_stride
+                && self.b.len() >= self.depth * nr
+                && self.start.len() >= nr,
+            "f32 tile: operands do not fit the kernel"
+        );
+    }
+}
+
+/// One instruction set's f32 microkernel and its tile shape.
+#[derive(Debug)]
+pub(crate) struct F32Kernel {
+    pub mr: usize,
+    pub nr: usize,
+    /// Floats per packed line of `a` (mr rounded up to whole lines or vectors).
+    pub a_stride: usize,
+    /// Computes one tile.
+    ///
+    /// # Safety
+    /// The CPU runs the kernel's instruction set, and `c` is valid for the tile's writes.
+    pub tile: unsafe fn(&F32Tile),
+}
+
+impl std::fmt::Debug for F32Tile<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "F32Tile({} × {}, depth {})", self.rows, self.cols, self.depth)
+    }
+}
+
+static PORTABLE: F32Kernel = F32Kernel { mr: 4, nr: 16, a_stride: 4, tile: portable::tile };
+#[cfg(target_arch = "x86_64")]
+static AVX2: F32Kernel = F32Kernel { mr: 6, nr: 16, a_stride: 8, tile: avx2::tile };
+#[cfg(target_arch = "x86_64")]
+static AVX512: F32Kernel = F32Kernel { mr: 14, nr: 32, a_stride: 16, tile: avx512::tile };
+
+impl F32Kernel {
+    pub fn for_level(level: Level) -> &'static F32Kernel {
+        #[cfg(target_arch = "x86_64")]
+        match level {
+            Level::Avx512 | Level::Avx512Vnni => return &AVX512,
+            Level::Avx2 | Level::AvxVnni => return &AVX2,
+            Level::Portable => {}
+        }
+        let _ = level;
+        &PORTABLE
+    }
+}
+
+/// Weight steps to prefetch ahead of use: short tiles stream the weights faster than memory
+/// delivers them.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH: usize = 24;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{F32Tile, PREFETCH};
+
+    const NR: usize = 32;
+    const STRIDE: usize = 16;
+
+    /// # Safety
+    /// The CPU has AVX-512F, and `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &F32Tile) {
+        t.check(14, NR, STRIDE);
+        // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rows<const R: usize>(t: &F32Tile) {
+        let (a, b, c, ldc) = (t.a.as_ptr(), t.b.as_ptr(), t.c, t.ldc);
+        let mask_lo: __mmask16 = if t.cols >= 16 { 0xFFFF } else { ((1u32 << t.cols) - 1) as u16 };
+        let mask_hi: __mmask16 = if t.cols <= 16 { 0 } else { ((1u32 << (t.cols - 16)) - 1) as u16 };
+        // SAFETY (every access below): `start` holds 32 floats and `a`, `b` `depth` steps (checked
+        // by `tile`); `c` rows are valid for `cols` floats, and masked lanes past them are neither
+        // read nor written (AVX-512 masked accesses do not fault there).
+        let mut lo = [unsafe { _mm512_loadu_ps(t.start.as_ptr()) }; R];
+        let mut hi = [unsafe { _mm512_loadu_ps(t.start.as_ptr().add(16)) }; R];
+        if t.accumulate {
+            for r in 0..R {
+                let row = c.wrapping_add(r * ldc);
+                lo[r] = unsafe { _mm512_maskz_loadu_ps(mask_lo, row) };
+                hi[r] = unsafe { _mm512_maskz_loadu_ps(mask_hi, row.wrapping_add(16)) };
+            }
+        }
+        for kk in 0..t.depth {
+            // A prefetch past the end of the panel is harmless; `wrapping_add` keeps the address
+            // arithmetic defined there.
+            let ahead = b.wrapping_add((kk + PREFETCH) * NR);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+            let (b0, b1) = unsafe { (_mm512_loadu_ps(b.add(kk * NR)), _mm512_loadu_ps(b.add(kk * NR + 16))) };
+            let line = unsafe { a.add(kk * STRIDE) };
+            for r in 0..R {
+                let x = _mm512_set1_ps(unsafe { *line.add(r) });
+                lo[r] = _mm512_fmadd_ps(x, b0, lo[r]);
+                hi[r] = _mm512_fmadd_ps(x, b1, hi[r]);
+            }
+        }
+        for r in 0..R {
+            let row = c.wrapping_add(r * ldc);
+            unsafe {
+                _mm512_mask_storeu_ps(row, mask_lo, lo[r]);
+                _mm512_mask_storeu_ps(row.wrapping_add(16), mask_hi, hi[r]);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{F32Tile, PREFETCH};
+
+    const NR: usize = 16;
+    const STRIDE: usize = 8;
+
+    /// # Safety
+    /// The CPU has AVX2 and FMA, and `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &F32Tile) {
+        t.check(6, NR, STRIDE);
+        // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4 5 6) }
+    }
+
+    /// Lane masks for the first `cols` of 16 columns, as two halves.
+    #[target_feature(enable = "avx2")]
+    fn masks(cols: usize) -> (__m256i, __m256i) {
+        let cols = _mm256_set1_epi32(cols as i32);
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let lo = _mm256_cmpgt_epi32(cols, lanes);
+        let hi = _mm256_cmpgt_epi32(cols, _mm256_add_epi32(lanes, _mm256_set1_epi32(8)));
+        (lo, hi)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows<const R: usize>(t: &F32Tile) {
+        let (a, b, c, ldc) = (t.a.as_ptr(), t.b.as_ptr(), t.c, t.ldc);
+        let (mask_lo, mask_hi) = masks(t.cols);
+        // SAFETY (every access below): `start` holds 16 floats and `a`, `b` `depth` steps (checked
+        // by `tile`); `c` rows are valid for `cols` floats, and lanes masked off past them are
+        // neither read nor written (`vmaskmov` does not fault there).
+        let mut lo = [unsafe { _mm256_loadu_ps(t.start.as_ptr()) }; R];
+        let mut hi = [unsafe { _mm256_loadu_ps(t.start.as_ptr().add(8)) }; R];
+        if t.accumulate {
+            for r in 0..R {
+                let row = c.wrapping_add(r * ldc);
+                lo[r] = unsafe { _mm256_maskload_ps(row, mask_lo) };
+                hi[r] = unsafe { _mm256_maskload_ps(row.wrapping_add(8), mask_hi) };
+            }
+        }
+        for kk in 0..t.depth {
+            // A prefetch past the end of the panel is harmless; `wrapping_add` keeps the address
+            // arithmetic defined there.
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((kk + PREFETCH) * NR).cast());
+            let (b0, b1) = unsafe { (_mm256_loadu_ps(b.add(kk * NR)), _mm256_loadu_ps(b.add(kk * NR + 8))) };
+            let line = unsafe { a.add(kk * STRIDE) };
+            for r in 0..R {
+                let x = _mm256_set1_ps(unsafe { *line.add(r) });
+                lo[r] = _mm256_fmadd_ps(x, b0, lo[r]);
+                hi[r] = _mm256_fmadd_ps(x, b1, hi[r]);
+            }
+        }
+        for r in 0..R {
+            let row = c.wrapping_add(r * ldc);
+            unsafe {
+                _mm256_maskstore_ps(row, mask_lo, lo[r]);
+                _mm256_maskstore_ps(row.wrapping_add(8), mask_hi, hi[r]);
+            }
+        }
+    }
+}
+
+mod portable {
+    use super::F32Tile;
+
+    const MR: usize = 4;
+    const NR: usize = 16;
+
+    /// # Safety
+    /// `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &F32Tile) {
+        t.check(MR, NR, MR);
+        let mut acc = [[0f32; NR]; MR];
+        for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
+            if t.accumulate {
+                // SAFETY: row r of `c` holds `cols` floats, as the caller promises.
+                let c = unsafe { std::slice::from_raw_parts(t.c.wrapping_add(r * t.ldc), t.cols) };
+                row[..t.cols].copy_from_slice(c);
+            } else {
+                row.copy_from_slice(&t.start[..NR]);
+            }
+        }
+        for (line, step) in t.a.chunks_exact(MR).zip(t.b.chunks_exact(NR)).take(t.depth) {
+            for (row, &x) in acc.iter_mut().zip(line) {
+                for (o, &w) in row.iter_mut().zip(step) {
+                    *o += x * w;
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate().take(t.rows) {
+            // SAFETY: as above, and no one else touches these floats during the call.
+            let c = unsafe { std::slice::from_raw_parts_mut(t.c.wrapping_add(r * t.ldc), t.cols) };
+            c.copy_from_slice(&row[..t.cols]);
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The int8 microkernels. Weights are s8 per output channel (symmetric), inputs u8 per row with a
+//! zero point (asymmetric); a tile sums u8 × s8 products over groups of 4 consecutive k in i32,
+//! then scales back to f32 with the bias: `c = (acc − zp · Σw) · s_row · s_col + bias`.
+//!
+//! | level | tile | product of 4 u8 × 4 s8 into i32 |
+//! | --- | --- | --- |
+//! | AVX-512 VNNI | 14 × 32 | `vpdpbusd` (512-bit) |
+//! | AVX-VNNI | 6 × 16 | `vpdpbusd` (256-bit) |
+//! | AVX2 (and AVX-512 without VNNI) | 6 × 16 | `vpmaddubsw` then `vpmaddwd` by ones |
+//! | portable | 4 × 16 | widened products the compiler vectorises |
+//!
+//! `vpmaddubsw` adds two u8 × s8 products in saturating i16: with weights up to ±127 a pair can
+//! reach 64,770 and clip. Its kernel takes weights up to ±63 (a pair stays within 32,130), as ONNX
+//! Runtime's `reduce_range` does on such CPUs; the others take ±127.
+
+use super::Level;
+
+/// The operands of one tile.
+pub(crate) struct I8Tile<'a> {
+    pub rows: usize,
+    pub cols: usize,
+    /// Steps of 4 k.
+    pub steps: usize,
+    /// `steps` lines of `a_stride` dwords: each row's 4 u8 at that step.
+    pub a: &'a [u32],
+    /// `steps` steps of `nr` columns × 4 s8.
+    pub b: &'a [i8],
+    /// Per row (`mr`): the scale back to f32 and the zero point.
+    pub row_scales: &'a [f32],
+    pub zero_points: &'a [i32],
+    /// Per column (`nr`): the scale back to f32, the sum of the quantized weights, the bias.
+    pub col_scales: &'a [f32],
+    pub col_sums: &'a [i32],
+    pub bias: &'a [f32],
+    /// The tile's first output; rows are `ldc` apart, and `cols` (≤ nr) columns are written.
+    pub c: *mut f32,
+    pub ldc: usize,
+}
+
+impl I8Tile<'_> {
+    /// The checks every kernel relies on before it touches memory through pointers.
+    fn check(&self, mr: usize, nr: usize, a_stride: usize) {
+        assert!(
+            (1..=mr).contains(&self.rows)
+                && (1..=nr).contains(&self.cols)
+                && self.a.len() >= self.steps * a_stride
+                && self.b.len() >= self.steps * nr * 4
+                && self.row_scales.len() >= self.rows
+                && self.zero_points.len() >= self.rows
+                && self.col_scales.len() >= nr
+                && self.col_sums.len() >= nr
+                && self.bias.len() >= nr,
+            "int8 tile: operands do not fit the kernel"
+        );
+    }
+
+    /// Writes row `r`'s `cols` results from its i32 sums.
+    ///
+    /// # Safety
+    /// Row r of `c` is valid for `cols` writes.
+    #[inline(always)]
+    unsafe fn store(&self, r: usize, sums: &[i32]) {
+        // SAFETY: as the caller promises.
+        let c = unsafe { std::slice::from_raw_parts_mut(self.c.wrapping_add(r * self.ldc), self.cols) };
+        let (zp, s) = (self.zero_points[r], self.row_scales[r]);
+        for (j, out) in c.iter_mut().enumerate() {
+            let exact = sums[j] - zp * self.col_sums[j];
+            *out = exact as f32 * (s * self.col_scales[j]) + self.bias[j];
+        }
+    }
+}
+
+/// One instruction set's int8 microkernel and its tile shape.
+#[derive(Debug)]
+pub(crate) struct I8Kernel {
+    pub mr: usize,
+    pub nr: usize,
+    /// Dwords per packed line of `a`.
+    pub a_stride: usize,
+    /// The largest weight magnitude the kernel takes.
+    pub weight_max: f32,
+    /// Computes one tile.
+    ///
+    /// # Safety
+    /// The CPU runs the kernel's instruction set, and `c` is valid for the tile's writes.
+    pub tile: unsafe fn(&I8Tile),
+}
+
+static PORTABLE: I8Kernel = I8Kernel { mr: 4, nr: 16, a_stride: 4, weight_max: 127.0, tile: portable::tile };
+#[cfg(target_arch = "x86_64")]
+static AVX2: I8Kernel = I8Kernel { mr: 6, nr: 16, a_stride: 8, weight_max: 63.0, tile: avx2::tile::<false> };
+#[cfg(target_arch = "x86_64")]
+static AVX_VNNI: I8Kernel =
+    I8Kernel { mr: 6, nr: 16, a_stride: 8, weight_max: 127.0, tile: avx2::tile::<true> };
+#[cfg(target_arch = "x86_64")]
+static AVX512_VNNI: I8Kernel =
+    I8Kernel { mr: 14, nr: 32, a_stride: 16, weight_max: 127.0, tile: avx512_vnni::tile };
+
+impl I8Kernel {
+    pub fn for_level(level: Level) -> &'static I8Kernel {
+        #[cfg(target_arch = "x86_64")]
+        match level {
+            Level::Avx512Vnni => return &AVX512_VNNI,
+            Level::AvxVnni => return &AVX_VNNI,
+            Level::Avx2 | Level::Avx512 => return &AVX2,
+            Level::Portable => {}
+        }
+        let _ = level;
+        &PORTABLE
+    }
+}
+
+/// The scale and zero point of a row whose values lie in [lo, hi] (lo ≤ 0 ≤ hi).
+fn scale_and_zero_point(lo: f32, hi: f32) -> (f32, f32) {
+    let scale = if hi > lo { (hi - lo) / 255.0 } else { 1.0 };
+    (scale, (-lo / scale).round_ties_even().clamp(0.0, 255.0))
+}
+
+super::multiversion! {
+    /// Quantizes `rows` rows of `a` (row stride `k`) to u8 with a scale and zero point per row,
+    /// and lays them out for the microkernels: `dst[step * a_stride + r]` holds row r's bytes for
+    /// k = 4·step..4·step + 4. The range always includes 0, so zero stays exact.
+    pub(crate) fn quantize_rows(a: &[f32], k: usize, rows: usize, a_stride: usize, dst: &mut [u32], scales: &mut [f32], zero_points: &mut [i32]) {
+        let mut bytes = vec![0u8; k.div_ceil(4) * 4];
+        for r in 0..rows {
+            let row = &a[r * k..r * k + k];
+            // 16 lanes of minima and maxima, so that the reduction vectorises.
+            let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
+            for chunk in row.chunks(16) {
+                for (i, &v) in chunk.iter().enumerate() {
+                    lo[i] = lo[i].min(v);
+                    hi[i] = hi[i].max(v);
+                }
+            }
+            let lo = lo.iter().fold(0f32, |a, &b| a.min(b));
+            let hi = hi.iter().fold(0f32, |a, &b| a.max(b));
+            let (scale, zero_point) = scale_and_zero_point(lo, hi);
+            let inverse = 1.0 / scale;
+            scales[r] = scale;
+            zero_points[r] = zero_point as i32;
+            for (byte, &v) in bytes.iter_mut().zip(row) {
+                *byte = (v * inverse + zero_point).round_ties_even().clamp(0.0, 255.0) as u8;
+            }
+            // Bytes past k multiply zero weights: whatever they hold.
+            for (step, quad) in bytes.chunks_exact(4).enumerate() {
+                dst[step * a_stride + r] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]);
+            }
+        }
+    }
+}
+
+/// Weight steps (of 4 k) to prefetch ahead of use.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH: usize = 24;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512_vnni {
+    use std::arch::x86_64::*;
+
+    use super::{I8Tile, PREFETCH};
+
+    const NR: usize = 32;
+    const STRIDE: usize = 16;
+
+    /// # Safety
+    /// The CPU has AVX-512F, BW and VNNI, and `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &I8Tile) {
+        t.check(14, NR, STRIDE);
+        // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows<const R: usize>(t: &I8Tile) {
+        let (a, b) = (t.a.as_ptr().cast::<i32>(), t.b.as_ptr());
+        let mut lo = [_mm512_setzero_si512(); R];
+        let mut hi = [_mm512_setzero_si512(); R];
+        for step in 0..t.steps {
+            // A prefetch past the end of the panel is harmless; `wrapping_add` keeps the address
+            // arithmetic defined there.
+            let ahead = b.wrapping_add((step + PREFETCH) * NR * 4);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64).cast());
+            // SAFETY: `a` holds `steps` lines of 16 dwords and `b` `steps` steps of 128 bytes
+            // (checked by `tile`).
+            let (b0, b1, line) = unsafe {
+                let step_b = b.add(step * NR * 4);
+                (
+                    _mm512_loadu_si512(step_b.cast()),
+                    _mm512_loadu_si512(step_b.add(64).cast()),
+                    a.add(step * STRIDE),
+                )
+            };
+            for r in 0..R {
+                let x = _mm512_set1_epi32(unsafe { *line.add(r) });
+                lo[r] = _mm512_dpbusd_epi32(lo[r], x, b0);
+                hi[r] = _mm512_dpbusd_epi32(hi[r], x, b1);
+            }
+        }
+        let mut sums = [0i32; NR];
+        for r in 0..R {
+            // SAFETY: `sums` holds 32 i32; row r of `c` is valid for `cols` writes (the caller).
+            unsafe {
+                _mm512_storeu_si512(sums.as_mut_ptr().cast(), lo[r]);
+                _mm512_storeu_si512(sums.as_mut_ptr().add(16).cast(), hi[r]);
+                t.store(r, &sums);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{I8Tile, PREFETCH};
+
+    const NR: usize = 16;
+    const STRIDE: usize = 8;
+
+    /// `VNNI`: the 256-bit `vpdpbusd` of AVX-VNNI, else `vpmaddubsw` and `vpmaddwd`.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 (and AVX-VNNI with `VNNI`), and `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile<const VNNI: bool>(t: &I8Tile) {
+        t.check(6, NR, STRIDE);
+        // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
+        unsafe {
+            if VNNI {
+                by_rows!(rows_vnni, t, 1 2 3 4 5 6)
+            } else {
+                by_rows!(rows_madd, t, 1 2 3 4 5 6)
+            }
+        }
+    }
+
+    /// Adds row x's 4 u8 times each column's 4 s8 to `acc`, through i16 pair sums (which cannot
+    /// saturate: weights are within ±63).
+    #[inline(always)]
+    fn madd(acc: __m256i, x: __m256i, w: __m256i) -> __m256i {
+        // SAFETY: only inlined into functions compiled with AVX2.
+        unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), _mm256_set1_epi16(1))) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn rows_madd<const R: usize>(t: &I8Tile) {
+        // SAFETY: as `run` requires, which `tile` checked.
+        unsafe { run::<R>(t, |acc, x, w| madd(acc, x, w)) }
+    }
+
+    #[target_feature(enable = "avx2,avxvnni")]
+    unsafe fn rows_vnni<const R: usize>(t: &I8Tile) {
+        // SAFETY: as `run` requires, which `tile` checked.
+        unsafe { run::<R>(t, |acc, x, w| _mm256_dpbusd_avx_epi32(acc, x, w)) }
+    }
+
+    /// The tile loop around one way to multiply-add 4 u8 × 4 s8.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and what `dot` uses; the tile was checked; row r of `c` is valid for
+    /// `cols` writes.
+    #[inline(always)]
+    unsafe fn run<const R: usize>(t: &I8Tile, dot: impl Fn(__m256i, __m256i, __m256i) -> __m256i) {
+        let (a, b) = (t.a.as_ptr().cast::<i32>(), t.b.as_ptr());
+        // SAFETY (every access below): `a` holds `steps` lines of 8 dwords and `b` `steps` steps
+        // of 64 bytes (checked); `sums` holds 16 i32.
+        let mut lo = [unsafe { _mm256_setzero_si256() }; R];
+        let mut hi = lo;
+        for step in 0..t.steps {
+            // A prefetch past the end of the panel is harmless; `wrapping_add` keeps the address
+            // arithmetic defined there.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((step + PREFETCH) * NR * 4).cast()) };
+            let (b0, b1, line) = unsafe {
+                let step_b = b.add(step * NR * 4);
+                (
+                    _mm256_loadu_si256(step_b.cast()),
+                    _mm256_loadu_si256(step_b.add(32).cast()),
+                    a.add(step * STRIDE),
+                )
+            };
+            for r in 0..R {
+                let x = unsafe { _mm256_set1_epi32(*line.add(r)) };
+                lo[r] = dot(lo[r], x, b0);
+                hi[r] = dot(hi[r], x, b1);
+            }
+        }
+        let mut sums = [0i32; NR];
+        for r in 0..R {
+            unsafe {
+                _mm256_storeu_si256(sums.as_mut_ptr().cast(), lo[r]);
+                _mm256_storeu_si256(sums.as_mut_ptr().add(8).cast(), hi[r]);
+                t.store(r, &sums);
+            }
+        }
+    }
+}
+
+mod portable {
+    use super::I8Tile;
+
+    const MR: usize = 4;
+    const NR: usize = 16;
+
+    /// # Safety
+    /// `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &I8Tile) {
+        t.check(MR, NR, MR);
+        let mut acc = [[0i32; NR]; MR];
+        for (line, step) in t.a.chunks_exact(MR).zip(t.b.chunks_exact(NR * 4)).take(t.steps) {
+            for (row, &x) in acc.iter_mut().zip(line) {
+                let x = x.to_le_bytes().map(i32::from);
+                for (o, w) in row.iter_mut().zip(step.chunks_exact(4)) {
+                    *o += x[0] * i32::from(w[0])
+                        + x[1] * i32::from(w[1])
+                        + x[2] * i32::from(w[2])
+                        + x[3] * i32::from(w[3]);
+                }
+            }
+        }
+        for (r, sums) in acc.iter().enumerate().take(t.rows) {
+            // SAFETY: row r of `c` is valid for `cols` writes, as the caller promises.
+            unsafe { t.store(r, sums) };
+        }
+    }
+}
