@@ -206,7 +206,18 @@ def main():
     parser.add_argument("--vocab", default=str(ROOT.parent / "shared/data/vocab/bert-base-uncased"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-small", action="store_true", help="leave out the bundled model's shape")
+    parser.add_argument(
+        "--level",
+        choices=["portable", "avx2", "avx-vnni", "avx512", "avx512-vnni"],
+        help="hold our kernels to this SIMD level (ROFORMER_CPU_LEVEL); with avx2 or avx-vnni, PyTorch's oneDNN "
+        "and MKL are held to AVX2 too (ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS); ONNX Runtime has no such switch",
+    )
     args = parser.parse_args()
+    if args.level:
+        os.environ["ROFORMER_CPU_LEVEL"] = args.level
+        if args.level in ("avx2", "avx-vnni"):
+            os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+            os.environ["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
     torch.set_num_threads(THREADS)
     OUT.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cargo", "build", "-q", "--release", "--example", "classify"], cwd=ROOT, check=True)
@@ -218,6 +229,7 @@ def main():
         "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
         "versions": {"torch": torch.__version__},
         "sentences": len(sentences),
+        "simd": simd_summary(),
     }
     import onnxruntime
     import transformers
@@ -271,8 +283,30 @@ def main():
     print_tables(results)
 
 
+def simd_summary():
+    """The CPU's SIMD extensions that matter to the kernels, and the level ours run at."""
+    flags = set()
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    wanted = ["avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"]
+    has = [f for f in wanted if f in flags]
+    if os.environ.get("ROFORMER_CPU_LEVEL"):
+        level = os.environ["ROFORMER_CPU_LEVEL"] + " (forced)"
+    elif "avx512f" in flags:
+        level = "avx512-vnni" if "avx512_vnni" in flags else "avx512"
+    elif "avx2" in flags:
+        level = "avx-vnni" if "avx_vnni" in flags else "avx2"
+    else:
+        level = "portable"
+    peers = "PyTorch held to AVX2" if os.environ.get("ONEDNN_MAX_CPU_ISA") else "peers at their own best"
+    return f"CPU has {' '.join(has) or 'none of ' + ' '.join(wanted)}; roformer level {level}; {peers}"
+
+
 def print_tables(results):
     print(f"\n{results['date']}, {results['cpu']}, {results['machine']}; {results['versions']}")
+    print(results.get("simd", ""))
     print("\nBase size, SST-2 dev, batch 32 | sentences/s | batch-1 latency 16 tokens | 128 tokens")
     for name, row in results["base"].items():
         print(f"| {name} | {row['sentences_per_s']:.1f} | {row['latency_ms_16']:.1f} ms | {row['latency_ms_128']:.1f} ms |")

@@ -22,7 +22,10 @@
 //! - [`Error`] / [`Result`]: every failure names the file, tensor, field or line at fault.
 //!
 //! Inside, one file per component: `embeddings`, `attention` (with `rotary`), `encoder`,
-//! `model`, `heads`, built from `layers` and `ops`; `checkpoint` and `hub` load them.
+//! `model`, `heads`, built from `layers` and `ops`; `checkpoint` and `hub` load them. `engine`
+//! decides once per model whether the fused CPU kernels of `kernels` (one GEMM driver, a
+//! microkernel per SIMD level) or Candle's ops compute it, and `pass` carries that engine's mask
+//! through a forward pass.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

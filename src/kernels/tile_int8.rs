@@ -197,13 +197,32 @@ mod avx512_vnni {
                 hi[r] = _mm512_dpbusd_epi32(hi[r], x, b1);
             }
         }
-        let mut sums = [0i32; NR];
+        let cols = t.cols;
+        let mask_lo: __mmask16 = if cols >= 16 { 0xFFFF } else { ((1u32 << cols) - 1) as u16 };
+        let mask_hi: __mmask16 = if cols <= 16 { 0 } else { ((1u32 << (cols - 16)) - 1) as u16 };
+        // SAFETY: the column scales, sums and bias hold 32 values each (checked by `tile`).
+        let (scale, sum, bias) = unsafe {
+            let load = |s: &[f32], o: usize| _mm512_loadu_ps(s.as_ptr().add(o));
+            let sums = t.col_sums.as_ptr();
+            (
+                [load(t.col_scales, 0), load(t.col_scales, 16)],
+                [_mm512_loadu_si512(sums.cast()), _mm512_loadu_si512(sums.add(16).cast())],
+                [load(t.bias, 0), load(t.bias, 16)],
+            )
+        };
         for r in 0..R {
-            // SAFETY: `sums` holds 32 i32; row r of `c` is valid for `cols` writes (the caller).
+            let zp = _mm512_set1_epi32(t.zero_points[r]);
+            let s = _mm512_set1_ps(t.row_scales[r]);
+            let out = |acc, h: usize| {
+                let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(zp, sum[h]));
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(s, scale[h]), bias[h])
+            };
+            let row = t.c.wrapping_add(r * t.ldc);
+            // SAFETY: row r of `c` is valid for `cols` writes (the caller); masked lanes past
+            // them are not written.
             unsafe {
-                _mm512_storeu_si512(sums.as_mut_ptr().cast(), lo[r]);
-                _mm512_storeu_si512(sums.as_mut_ptr().add(16).cast(), hi[r]);
-                t.store(r, &sums);
+                _mm512_mask_storeu_ps(row, mask_lo, out(lo[r], 0));
+                _mm512_mask_storeu_ps(row.wrapping_add(16), mask_hi, out(hi[r], 1));
             }
         }
     }

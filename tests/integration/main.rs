@@ -9,6 +9,7 @@ mod examples;
 mod families;
 mod fuzz;
 mod hub;
+mod levels;
 mod model_behaviour;
 mod model_parity;
 mod pipelines;

@@ -49,14 +49,38 @@ fn int8_probabilities_stay_close_to_transformers_f32() {
             eprintln!("{name}: int8 max |Δprobability| {worst:.2e}");
         }
         assert!(worst > 0.0, "{name}: int8 gave the f32 answers exactly, so it did not run");
-        assert!(worst < INT8_PROBABILITY_BOUND, "{name}: int8 moved a probability by {worst:.3e}");
+        let bound = bounds().0;
+        assert!(worst < bound, "{name}: int8 moved a probability by {worst:.3e} (bound {bound})");
     }
 }
 
-/// The stated bound on |Δprobability| for int8 on the classifier fixtures, whose random weights
-/// of std 0.3 are harder on quantization than trained ones. Measured: 5.5e-2 (cls) and 1.2e-2
-/// (multilabel); on the bundled SST-2 model over SST-2 dev, 5.5e-2 at most and 5.3e-4 on average.
-const INT8_PROBABILITY_BOUND: f64 = 0.08;
+/// The stated bounds for int8 on the classifier fixtures, whose random weights of std 0.3 are
+/// harder on quantization than trained ones: (|Δprobability|, relative error of the last hidden
+/// state). Kernels with `vpdpbusd` (AVX-512 VNNI, AVX-VNNI) and the portable one take weights of 8
+/// bits; the AVX2 kernel (`vpmaddubsw`, also used on AVX-512 without VNNI) takes 7, whose step is
+/// twice as coarse. Measured at 8 bits: 5.5e-2 (cls), 1.2e-2 (multilabel), 4.9e-2 relative; at 7
+/// bits: 1.1e-1 and 5.2e-2. On the bundled SST-2 model over SST-2 dev, both keep f32's accuracy
+/// within one label.
+fn bounds() -> (f64, f64) {
+    let level = std::env::var("ROFORMER_CPU_LEVEL").ok();
+    let seven_bits = match level.as_deref() {
+        Some(level) => level == "avx2" || level == "avx512",
+        None => {
+            #[cfg(target_arch = "x86_64")]
+            {
+                use std::arch::is_x86_feature_detected as has;
+                has!("avx2") && !has!("avx512vnni") && !has!("avxvnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            false
+        }
+    };
+    if seven_bits {
+        (0.15, 0.08)
+    } else {
+        (0.08, 0.05)
+    }
+}
 
 #[test]
 fn int8_hidden_states_stay_close_to_transformers_f32() {
@@ -73,7 +97,8 @@ fn int8_hidden_states_stay_close_to_transformers_f32() {
     if std::env::var_os("ROFORMER_PRINT_DIFFS").is_some() {
         eprintln!("int8 last hidden state: max abs {abs:.2e}, relative {rel:.2e}");
     }
-    assert!(rel > 0.0 && rel < 0.05, "relative error {rel:.3e} (bound 5e-2), max abs {abs:.3e}");
+    let bound = bounds().1;
+    assert!(rel > 0.0 && rel < bound, "relative error {rel:.3e} (bound {bound}), max abs {abs:.3e}");
 }
 
 #[test]

@@ -1,0 +1,101 @@
+//! The transformers parity tests again at every SIMD level this CPU runs below its best, and on
+//! Candle's engine. `ROFORMER_CPU_LEVEL` and `ROFORMER_ENGINE` are read once per process, so each
+//! setting runs the tests in a child process of this test binary.
+
+use std::process::Command;
+
+use crate::support::fixture;
+
+/// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with what each needs of the CPU.
+fn levels() -> Vec<(&'static str, bool)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let avx2 = has!("avx2") && has!("fma");
+        let avx512 = avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
+        vec![
+            ("portable", true),
+            ("avx2", avx2),
+            ("avx-vnni", avx2 && has!("avxvnni")),
+            ("avx512", avx512),
+            ("avx512-vnni", avx512 && has!("avx512vnni")),
+        ]
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    vec![("portable", true), ("avx2", false), ("avx-vnni", false), ("avx512", false), ("avx512-vnni", false)]
+}
+
+/// Runs the tests whose names start with `filters` in a child with `env` set; returns how many passed.
+fn run_tests(env: (&str, &str), filters: &[&str]) -> usize {
+    let exe = std::env::current_exe().unwrap();
+    let out =
+        Command::new(exe).args(filters).args(["--test-threads", "2"]).env(env.0, env.1).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}={}: tests failed\n{stdout}\n{}",
+        env.0,
+        env.1,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let passed = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("test result: ok. "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed > 0, "{}={}: no test ran\n{stdout}", env.0, env.1);
+    passed
+}
+
+/// Everything checked against transformers' outputs, and int8 against f32.
+const PARITY: [&str; 4] = ["model_parity::", "families::", "pipelines::", "quantization::"];
+
+#[test]
+fn parity_at_every_level_this_cpu_runs() {
+    let levels = levels();
+    let best = levels.iter().rev().find(|l| l.1).map(|l| l.0).unwrap_or("portable");
+    for (level, supported) in levels {
+        if !supported {
+            println!("level {level}: this CPU cannot run it; not tested here");
+        } else if level == best {
+            println!("level {level}: this CPU's best, which the rest of this test binary runs at");
+        } else {
+            let passed = run_tests(("ROFORMER_CPU_LEVEL", level), &PARITY);
+            println!("level {level}: {passed} parity tests passed");
+        }
+    }
+}
+
+#[test]
+fn parity_on_candles_engine() {
+    // int8 belongs to the fused engine: Candle's refuses it (tested below), so its tests stay out.
+    let passed = run_tests(("ROFORMER_ENGINE", "candle"), &PARITY[..3]);
+    println!("Candle's engine: {passed} parity tests passed");
+}
+
+#[test]
+fn engine_settings_that_cannot_be_served_are_named() {
+    let model = fixture("pipelines/cls").to_string_lossy().into_owned();
+    let cases = [
+        ("ROFORMER_CPU_LEVEL", "avx9", "ROFORMER_CPU_LEVEL=avx9: not a level (choices: portable, avx2"),
+        ("ROFORMER_ENGINE", "gpu", "ROFORMER_ENGINE=gpu: not an engine (choices: fused, candle)"),
+    ];
+    for (var, value, message) in cases {
+        let out = Command::new(crate::examples::example("classify"))
+            .args(["--model", &model, "--input", "/dev/null"])
+            .env(var, value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(message), "{var}={value}: {stderr}");
+    }
+    // Candle's engine runs f32 on the CPU too, but int8 is the fused engine's alone.
+    let out = Command::new(crate::examples::example("classify"))
+        .args(["--model", &model, "--quantize", "int8", "--input", "/dev/null"])
+        .env("ROFORMER_ENGINE", "candle")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("ROFORMER_ENGINE=candle chose Candle's"), "{stderr}");
+}
