@@ -338,14 +338,9 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
+    /// Values in [-2, 2).
     fn noise(n: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        (0..n)
-            .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
-            })
-            .collect()
+        crate::kernels::noise(n, seed).into_iter().map(|v| v * 4.0).collect()
     }
 
     /// Attention as written in the paper, in f64, one query at a time.

@@ -460,17 +460,7 @@ impl PackedI8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::tested_levels;
-
-    fn noise(n: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        (0..n)
-            .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect()
-    }
+    use crate::kernels::{noise, tested_levels};
 
     /// Shapes that leave partial tiles, partial panels, several depth chunks (k > KC), several
     /// row blocks (m > 224) and single rows or columns.

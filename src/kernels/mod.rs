@@ -221,3 +221,15 @@ pub(crate) fn tested_levels(what: &str) -> Vec<Level> {
     }
     run
 }
+
+/// Reproducible values in [-0.5, 0.5) for kernel tests.
+#[cfg(test)]
+pub(crate) fn noise(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}

@@ -264,7 +264,7 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     unsafe fn rows_madd<const R: usize>(t: &I8Tile) {
         // SAFETY: as `run` requires, which `tile` checked.
-        unsafe { run::<R>(t, |acc, x, w| madd(acc, x, w)) }
+        unsafe { run::<R>(t, madd) }
     }
 
     #[target_feature(enable = "avx2,avxvnni")]
