@@ -190,6 +190,10 @@ fn respond(hub: &mut Hub, request: &Logged, cdn_port: u16) -> Answer {
         return error("500 Internal Server Error", None, "Internal Error");
     }
     let Some((revision, file)) = rest.rsplit_once('/') else { return answer("404 Not Found", &[]) };
+    if request.auth.as_deref() == Some("Bearer hf_revoked") {
+        // What huggingface.co answers a token it does not know, whatever the repo.
+        return error("401 Unauthorized", None, "Invalid credentials in Authorization header");
+    }
     if !hub.repos.keys().any(|(r, _)| r == &repo) {
         // What huggingface.co answers an anonymous request for a missing or private repo.
         let code = (!repo.contains("private")).then_some("RepoNotFound");
@@ -441,6 +445,10 @@ fn hub_errors_are_typed_and_name_repo_revision_file_and_status() {
         assert!(!text.contains("hf_wrong"), "the token leaked into the error: {text}");
     }
     load("test-org/gated", options().with_token("hf_right")).unwrap();
+    // A token the Hub does not know is named as such, not as a missing repo.
+    let err = failed(load("test-org/flaky", options().with_token("hf_revoked")));
+    assert_eq!(hub_error(&err), (HubErrorKind::Http, Some(401), "config.json"), "{err}");
+    assert!(err.to_string().contains("token was refused"), "{err}");
 
     // A revision the repo does not have.
     let err = failed(load("test-org/gated", options().with_token("hf_right").with_revision("refs/pr/9")));
