@@ -6,8 +6,8 @@
 
 A fake Hub on 127.0.0.1 answers as huggingface.co does (HEAD/GET /{repo}/resolve/{revision}/{file},
 X-Repo-Commit, ETag as a git blob hash, X-Error-Code, and a 302 with X-Linked-Etag/X-Linked-Size to a
-second server, the "CDN", for *.safetensors and *.bin). It serves four repos from the test fixtures:
-a classifier on main and another on refs/pr/1, sharded safetensors, and a .bin-only repo.
+second server, the "CDN", for *.safetensors and *.bin). It serves five repos from the test fixtures:
+a classifier on main and another on refs/pr/1, sharded safetensors, a .bin-only repo and sharded .bin.
 
 1. The crate downloads them into one cache; huggingface_hub reads every file from it offline
    (`local_files_only`), finds each a link into blobs/ under the etag the server sent, sees the
@@ -16,7 +16,7 @@ a classifier on main and another on refs/pr/1, sharded safetensors, and a .bin-o
 2. huggingface_hub downloads the same files into another cache; the servers stop, and the crate
    loads every repo from it offline, with the same outputs as in 1.
 
-Needs huggingface_hub (scripts/requirements.txt); CI does not run this (it needs Python).
+Needs huggingface_hub and torch (scripts/requirements.txt); CI does not run this (it needs Python).
 """
 
 import argparse
@@ -156,7 +156,21 @@ def fixture_repos(scratch: Path):
     bin_only = scratch / "bin_only"
     shutil.copytree(FIXTURES / "models/base_bin", bin_only)
     (bin_only / "vocab.txt").write_text(small_vocab)
+    # Sharded .bin: the index gives each tensor to one of two shards (each a copy of the whole file).
+    bin_shards = scratch / "bin_shards"
+    shutil.copytree(FIXTURES / "models/base_bin", bin_shards)
+    (bin_shards / "vocab.txt").write_text(small_vocab)
+    import torch
+
+    names = sorted(torch.load(bin_shards / "pytorch_model.bin", weights_only=True))
+    shards = ["pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin"]
+    for shard in shards:
+        shutil.copy(bin_shards / "pytorch_model.bin", bin_shards / shard)
+    index = {"metadata": {}, "weight_map": {n: shards[i % 2] for i, n in enumerate(names)}}
+    (bin_shards / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    (bin_shards / "pytorch_model.bin").unlink()
     return {
+        ("test-org/bin-shards", "main"): bin_shards,
         ("test-org/tiny-cls", "main"): FIXTURES / "pipelines/cls",
         ("test-org/tiny-cls", "refs/pr/1"): FIXTURES / "pipelines/multilabel",
         ("test-org/sharded", "main"): sharded,
@@ -167,7 +181,8 @@ def fixture_repos(scratch: Path):
 def files_of(folder: Path):
     """The files the crate fetches from a folder, as the Hub would list them."""
     names = [n for n in ("config.json", "vocab.txt", "tokenizer_config.json", "tokenizer.json") if (folder / n).is_file()]
-    for weights in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
+    weight_files = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    for weights in weight_files:
         if (folder / weights).is_file():
             names.append(weights)
             if weights.endswith(".index.json"):
