@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use roformer::training::{train_wordpiece, Example, Target, Trainer};
-use roformer::{Checkpoint, Classification, Config, HubOptions, ProblemType, Tokenizer, Truncation};
+use roformer::{Checkpoint, Classification, Config, ProblemType, Tokenizer, Truncation};
 
 mod common;
 
@@ -93,7 +93,7 @@ fn run() -> Result<()> {
     // Model folder, config and tokenizer.
     let (mut config, checkpoint, mut tokenizer) = match (&args.model, &args.config) {
         (Some(model), _) => {
-            let dir = HubOptions::from_env().resolve(model, args.revision.as_deref())?;
+            let dir = common::hub_options().resolve(model, args.revision.as_deref())?;
             (
                 Config::from_file(dir.join("config.json"))?,
                 Some(Checkpoint::open(&dir)?),

@@ -75,17 +75,47 @@ pub enum Error {
     Input(String),
     /// A file could not be fetched from the Hugging Face Hub.
     Hub {
-        /// `id@revision`.
+        /// `id@revision`: the repo and the branch, tag, commit or `refs/pr/N` asked for.
         repo: String,
         /// The file being fetched, empty when the repo itself is at fault.
         file: String,
-        /// What went wrong.
+        /// What kind of failure, as huggingface_hub names them.
+        kind: HubErrorKind,
+        /// The HTTP status the server answered, when it answered one.
+        status: Option<u16>,
+        /// What went wrong, and what to do about it.
         message: String,
         /// The transport error underneath, if any.
         source: Option<BoxError>,
     },
     /// A tensor operation failed.
     Candle(candle_core::Error),
+}
+
+/// The kinds of [`Error::Hub`], after the errors of Python's huggingface_hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HubErrorKind {
+    /// No such repo, or a private one the token cannot read (`RepositoryNotFoundError`).
+    RepositoryNotFound,
+    /// A gated repo: a token is needed, of an account that accepted its terms (`GatedRepoError`).
+    GatedRepo,
+    /// The repo has no such branch, tag, commit or PR ref (`RevisionNotFoundError`).
+    RevisionNotFound,
+    /// The revision has no such file (`EntryNotFoundError`).
+    EntryNotFound,
+    /// The server failed (5xx or 429) on every try.
+    ServerError,
+    /// Any other refusal (400, 403, an invalid token, ...).
+    Http,
+    /// No answer: the connection failed or broke on every try.
+    Connection,
+    /// An answer the client refuses: a header missing or unsafe as a cache path, a short body.
+    InvalidResponse,
+    /// A repo id, revision or file name that is not valid, refused before any request.
+    InvalidInput,
+    /// Offline mode is on and the cache lacks the file (`LocalEntryNotFoundError`).
+    NotCached,
 }
 
 /// Result alias of this crate.

@@ -56,12 +56,12 @@ pub mod training;
 pub use activation::Activation;
 pub use checkpoint::{load_dir, Checkpoint, Load};
 pub use config::{Config, NormType, ProblemType, SummaryType};
-pub use error::{BoxError, Error, Result};
+pub use error::{BoxError, Error, HubErrorKind, Result};
 pub use heads::{
     RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
     RoFormerForSequenceClassification, RoFormerForTokenClassification,
 };
-pub use hub::HubOptions;
+pub use hub::{DownloadProgress, HubOptions};
 pub use model::{Inputs, Pooler, RoFormerModel};
 pub use pipelines::{
     cosine_similarity, Classification, FillMask, MaskCandidate, PipelineOptions, Pooling, SentenceEncoder,

@@ -138,6 +138,7 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn options(&self) -> Result<PipelineOptions> {
         let mut options = PipelineOptions::default()
+            .with_hub(hub_options())
             .with_device(parse_device(&self.device)?)
             .with_dtype(parse_dtype(&self.dtype)?)
             .with_batch_size(self.batch_size)
@@ -153,6 +154,38 @@ impl RunArgs {
         }
         Ok(options)
     }
+}
+
+/// The Hub settings of the environment, with a progress bar on stderr (when it is a terminal)
+/// for each file that downloads; the library itself prints nothing.
+pub fn hub_options() -> roformer::HubOptions {
+    use std::collections::HashMap;
+    use std::io::IsTerminal;
+    use std::sync::Mutex;
+    let hub = roformer::HubOptions::from_env();
+    if !std::io::stderr().is_terminal() {
+        return hub;
+    }
+    let bars: Mutex<HashMap<String, indicatif::ProgressBar>> = Mutex::default();
+    hub.with_progress(move |progress| {
+        let Ok(mut bars) = bars.lock() else { return };
+        let bar = bars.entry(progress.file.clone()).or_insert_with(|| {
+            let bar = indicatif::ProgressBar::new(progress.total.unwrap_or(0));
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} {bar:40} {bytes}/{total_bytes}, {bytes_per_sec}, eta {eta}",
+                )
+                .expect("valid template"),
+            );
+            bar.set_message(progress.file.clone());
+            bar
+        });
+        bar.set_position(progress.downloaded);
+        if progress.total.is_some_and(|total| progress.downloaded >= total) {
+            bar.finish_and_clear();
+            bars.remove(&progress.file);
+        }
+    })
 }
 
 /// Parses `cpu`, `cuda`, `cuda:N`, `metal`, `metal:N` or `auto` (CUDA, then Metal, then CPU).
