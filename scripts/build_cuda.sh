@@ -7,7 +7,8 @@
 # Usage:   scripts/build_cuda.sh [env|build|bundle|all]        (default: all)
 #   env     only create the venv and print the environment the build needs (`eval "$(scripts/build_cuda.sh env)"`)
 #   build   env, then `cargo build --release --features cuda` and `cargo test --release --features cuda --no-run`
-#   bundle  build, then copy the test and example binaries (and, with BUNDLE_LIBS=1, the CUDA libraries) into $BUNDLE
+#   bundle  build, then copy the integration tests and the classify example (and, with BUNDLE_LIBS=1, the CUDA
+#           libraries) into $BUNDLE, and pack it as $BUNDLE.tar.gz
 #
 # Knobs (environment):
 #   CUDA_COMPUTE_CAP   the GPU's compute capability, default 90 (H100). `nvidia-smi --query-gpu=compute_cap`.
@@ -150,16 +151,22 @@ bundle() {
     build
     log "bundle: $BUNDLE"
     rm -rf "$BUNDLE"
-    # cargo's own layout (deps/ and examples/ side by side), which the tests that run examples expect.
+    # cargo's own layout (deps/ and examples/ side by side), which the tests that run examples expect. Only what
+    # the GPU checks run: the integration tests and the classify example (the unit tests are CPU kernels').
     mkdir -p "$BUNDLE/deps" "$BUNDLE/examples"
     local exe name
     while read -r exe; do
         name=$(basename "$exe")
+        name=${name%-[0-9a-f]*[0-9a-f]} # without cargo's hash suffix
         case "$exe" in
-        */examples/*) cp "$exe" "$BUNDLE/examples/${name%-[0-9a-f]*[0-9a-f]}" ;;
-        */deps/*) cp "$exe" "$BUNDLE/deps/${name%-[0-9a-f]*[0-9a-f]}" ;; # without cargo's hash suffix
+        */examples/classify*) cp "$exe" "$BUNDLE/examples/$name" ;;
+        */deps/integration-*) cp "$exe" "$BUNDLE/deps/$name" ;;
         esac
     done <"$CARGO_TARGET_DIR/cuda-test-binaries.txt"
+    [[ -x $BUNDLE/deps/integration && -x $BUNDLE/examples/classify ]] || {
+        log "the integration test binary or the classify example is missing from the build"
+        exit 1
+    }
     # Stripped: the test binary carries debug info the GPU run does not need (the device tool carries 64 MiB).
     strip --strip-debug "$BUNDLE"/deps/* "$BUNDLE"/examples/*
     # The CUDA libraries the binaries load (not libcuda: that one is the GPU machine's driver). About 800 MB,
@@ -181,7 +188,9 @@ bundle() {
         echo "nvcc: $(nvcc --version | tail -2 | head -1)"
         echo "rustc: $(rustc --version)"
     } >"$BUNDLE/BUILD_INFO"
-    du -sh "$BUNDLE" >&2
+    # One compressed file to carry (the embedded PTX and kernels compress about 3.5 times: ~40 MB).
+    tar -C "$(dirname "$BUNDLE")" -czf "$BUNDLE.tar.gz" "$(basename "$BUNDLE")"
+    log "bundle: $(du -sh "$BUNDLE" | cut -f1) in $BUNDLE, $(du -sh "$BUNDLE.tar.gz" | cut -f1) as $BUNDLE.tar.gz"
 }
 
 case "$MODE" in
