@@ -10,7 +10,7 @@ use roformer::{
 };
 use serde_json::Value;
 
-use crate::support::{assert_close, model_fixture, Reference};
+use crate::support::{assert_close, device, model_fixture, on_device, Reference};
 
 fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
     Inputs {
@@ -23,7 +23,7 @@ fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
 #[test]
 fn v2_encoder_matches_junnyus_code_path() {
     let reference = Reference::load("v2_base");
-    let model: RoFormerModel = load_dir(model_fixture("v2_base"), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerModel = load_dir(model_fixture("v2_base"), DType::F32, device()).unwrap();
     assert_eq!(model.config().norm_type(), roformer::NormType::RmsNorm);
     assert!(!model.config().use_bias());
     for case in reference.cases() {
@@ -37,23 +37,23 @@ fn v2_encoder_matches_junnyus_code_path() {
 
 #[test]
 fn v2_heads_match_junnyus_code_path() {
-    let dev = Device::Cpu;
+    let dev = device();
     let reference = Reference::load("v2_mlm");
-    let mlm: RoFormerForMaskedLM = load_dir(model_fixture("v2_mlm"), DType::F32, &dev).unwrap();
+    let mlm: RoFormerForMaskedLM = load_dir(model_fixture("v2_mlm"), DType::F32, dev).unwrap();
     for case in reference.cases() {
         let logits = mlm.forward(inputs(&reference, &case)).unwrap();
         assert_close(&format!("v2 mlm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
     }
     let reference = Reference::load("v2_seqcls");
     let seqcls: RoFormerForSequenceClassification =
-        load_dir(model_fixture("v2_seqcls"), DType::F32, &dev).unwrap();
+        load_dir(model_fixture("v2_seqcls"), DType::F32, dev).unwrap();
     for case in reference.cases() {
         let logits = seqcls.forward(inputs(&reference, &case)).unwrap();
         assert_close(&format!("v2 seqcls {case}"), &logits, reference.tensor(&format!("{case}.logits")));
     }
     let reference = Reference::load("v2_tokcls");
     let tokcls: RoFormerForTokenClassification =
-        load_dir(model_fixture("v2_tokcls"), DType::F32, &dev).unwrap();
+        load_dir(model_fixture("v2_tokcls"), DType::F32, dev).unwrap();
     for case in reference.cases() {
         let logits = tokcls.forward(inputs(&reference, &case)).unwrap();
         assert_close(&format!("v2 tokcls {case}"), &logits, reference.tensor(&format!("{case}.logits")));
@@ -65,7 +65,7 @@ fn fill_mask_runs_on_a_v2_checkpoint() {
     let folder = model_fixture("v2_mlm");
     let want: Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("fill_mask.json")).unwrap()).unwrap();
-    let fill = FillMask::from_pretrained(&folder).unwrap();
+    let fill = FillMask::from_pretrained_with(&folder, on_device()).unwrap();
     let got = fill.fill(&[want["text"].as_str().unwrap()], 5).unwrap();
     let masks = want["top5"].as_array().unwrap();
     assert_eq!(got[0].len(), masks.len(), "one list per [MASK]");
@@ -87,12 +87,12 @@ fn sim_checkpoints_encode_as_their_authors_do() {
     let config = Config::from_file(folder.join("config.json")).unwrap();
     assert!(config.is_decoder && config.pooler_activation.is_none());
     let reference = Reference::load("sim_decoder");
-    let model: RoFormerModel = load_dir(&folder, DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerModel = load_dir(&folder, DType::F32, device()).unwrap();
     let last = model.forward(inputs(&reference, "batch")).unwrap();
     assert_close("sim bidirectional last_hidden_state", &last, reference.tensor("batch.last_hidden_state"));
 
     // The default sentence encoding: pooler with a linear activation, L2-normalised.
-    let encoder = SentenceEncoder::from_pretrained(&folder).unwrap();
+    let encoder = SentenceEncoder::from_pretrained_with(&folder, on_device()).unwrap();
     assert_eq!((encoder.pooling(), encoder.normalize()), (Pooling::Pooler, true));
     let ids = reference.tensor("batch.input_ids").to_vec2::<i64>().unwrap();
     let types = reference.tensor("batch.token_type_ids").to_vec2::<i64>().unwrap();
@@ -120,7 +120,7 @@ fn sim_checkpoints_encode_as_their_authors_do() {
 fn base_with(edit: impl FnOnce(&mut Config)) -> RoFormerModel {
     let mut config = Config::from_file(model_fixture("base").join("config.json")).unwrap();
     edit(&mut config);
-    Checkpoint::open(model_fixture("base")).unwrap().load(&config, DType::F32, &Device::Cpu).unwrap()
+    Checkpoint::open(model_fixture("base")).unwrap().load(&config, DType::F32, device()).unwrap()
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::support::{assert_within, model_fixture, Reference, Scratch};
+use crate::support::{assert_within, device, model_fixture, Reference, Scratch};
 use candle_core::{DType, Device, Tensor};
 use roformer::{
     load_dir, Checkpoint, Config, Error, Inputs, RoFormerForSequenceClassification, RoFormerModel,
@@ -24,7 +24,7 @@ fn half_precision_stays_within_stated_bounds() {
     let reference = Reference::load("base");
     let expected = reference.tensor("batch.last_hidden_state");
     for (dtype, max_abs, max_rel) in [(DType::F16, 2e-2, 2e-3), (DType::BF16, 3e-1, 3e-2)] {
-        let model: RoFormerModel = load_dir(model_fixture("base"), dtype, &Device::Cpu).unwrap();
+        let model: RoFormerModel = load_dir(model_fixture("base"), dtype, device()).unwrap();
         let out = model.forward(batch_inputs(&reference)).unwrap();
         assert_eq!(out.dtype(), dtype);
         assert_within(&format!("{dtype:?}"), &out, expected, max_abs, max_rel);
@@ -36,7 +36,7 @@ fn extrapolation_matches_a_longer_config() {
     // `beyond_max` is longer than this config's max_position_embeddings; transformers computed it
     // with the same weights under a config four times as long.
     let reference = Reference::load("base");
-    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, device()).unwrap();
     let ids = reference.tensor("beyond_max.input_ids");
     assert!(ids.dim(1).unwrap() > model.config().max_position_embeddings);
     let inputs = Inputs {

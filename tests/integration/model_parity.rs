@@ -1,7 +1,8 @@
-//! Every output of every model fixture against transformers, in f32: 1e-4 max abs, 1e-5 relative.
+//! Every output of every model fixture against transformers, in f32: 1e-4 max abs, 1e-5 relative,
+//! on the test device (`ROFORMER_TEST_DEVICE`).
 
-use crate::support::{assert_close, model_fixture, Reference};
-use candle_core::{DType, Device, Module, Tensor};
+use crate::support::{assert_close, device, model_fixture, Reference};
+use candle_core::{DType, Module, Tensor};
 use roformer::{
     load_dir, Inputs, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice,
     RoFormerForQuestionAnswering, RoFormerForSequenceClassification, RoFormerForTokenClassification,
@@ -18,7 +19,7 @@ fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
 
 fn check_base(folder: &str) {
     let reference = Reference::load("base");
-    let model: RoFormerModel = load_dir(model_fixture(folder), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerModel = load_dir(model_fixture(folder), DType::F32, device()).unwrap();
     let cases = reference.cases();
     assert_eq!(cases, ["batch", "beyond_max", "longest", "no_mask", "single_token"]);
     for case in cases {
@@ -60,7 +61,7 @@ fn sequence_classification_heads() {
     for name in ["seqcls", "seqcls_multilabel", "seqcls_regression"] {
         let reference = Reference::load(name);
         let model: RoFormerForSequenceClassification =
-            load_dir(model_fixture(name), DType::F32, &Device::Cpu).unwrap();
+            load_dir(model_fixture(name), DType::F32, device()).unwrap();
         for case in reference.cases() {
             let logits = model.forward(inputs(&reference, &case)).unwrap();
             assert_close(&format!("{name} {case}"), &logits, reference.tensor(&format!("{case}.logits")));
@@ -72,7 +73,7 @@ fn sequence_classification_heads() {
 fn token_classification_head() {
     let reference = Reference::load("tokcls");
     let model: RoFormerForTokenClassification =
-        load_dir(model_fixture("tokcls"), DType::F32, &Device::Cpu).unwrap();
+        load_dir(model_fixture("tokcls"), DType::F32, device()).unwrap();
     for case in reference.cases() {
         let logits = model.forward(inputs(&reference, &case)).unwrap();
         assert_close(&format!("tokcls {case}"), &logits, reference.tensor(&format!("{case}.logits")));
@@ -82,7 +83,7 @@ fn token_classification_head() {
 #[test]
 fn masked_lm_head_with_tied_decoder_and_projection() {
     let reference = Reference::load("mlm");
-    let model: RoFormerForMaskedLM = load_dir(model_fixture("mlm"), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerForMaskedLM = load_dir(model_fixture("mlm"), DType::F32, device()).unwrap();
     for case in reference.cases() {
         let logits = model.forward(inputs(&reference, &case)).unwrap();
         assert_close(&format!("mlm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
@@ -93,14 +94,14 @@ fn masked_lm_head_with_tied_decoder_and_projection() {
 fn causal_lm_masks_the_future() {
     // transformers' RoFormerForCausalLM (is_decoder) on the same head.
     let reference = Reference::load("causal_lm");
-    let model: RoFormerForCausalLM = load_dir(model_fixture("causal_lm"), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerForCausalLM = load_dir(model_fixture("causal_lm"), DType::F32, device()).unwrap();
     for case in reference.cases() {
         let logits = model.forward(inputs(&reference, &case)).unwrap();
         assert_close(&format!("causal_lm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
     }
     // The same weights as a masked LM attend both ways, so they disagree with the reference.
     let bidirectional: RoFormerForMaskedLM =
-        load_dir(model_fixture("causal_lm"), DType::F32, &Device::Cpu).unwrap();
+        load_dir(model_fixture("causal_lm"), DType::F32, device()).unwrap();
     let logits = bidirectional.forward(inputs(&reference, "batch")).unwrap();
     let (max_abs, _) = crate::support::diffs(&logits, reference.tensor("batch.logits"));
     assert!(max_abs > 0.1, "a bidirectional pass matched the causal reference ({max_abs})");
@@ -109,8 +110,7 @@ fn causal_lm_masks_the_future() {
 #[test]
 fn question_answering_head_with_rotary_value() {
     let reference = Reference::load("qa");
-    let model: RoFormerForQuestionAnswering =
-        load_dir(model_fixture("qa"), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerForQuestionAnswering = load_dir(model_fixture("qa"), DType::F32, device()).unwrap();
     assert!(model.roformer().config().rotary_value);
     for case in reference.cases() {
         let (start, end) = model.forward(inputs(&reference, &case)).unwrap();
@@ -123,7 +123,7 @@ fn question_answering_head_with_rotary_value() {
 fn multiple_choice_head() {
     let reference = Reference::load("multiple_choice");
     let model: RoFormerForMultipleChoice =
-        load_dir(model_fixture("multiple_choice"), DType::F32, &Device::Cpu).unwrap();
+        load_dir(model_fixture("multiple_choice"), DType::F32, device()).unwrap();
     let logits = model.forward(inputs(&reference, "batch")).unwrap();
     assert_close("multiple_choice", &logits, reference.tensor("batch.logits"));
 }
@@ -131,7 +131,7 @@ fn multiple_choice_head() {
 #[test]
 fn sim_checkpoint_pooler() {
     let reference = Reference::load("sim_pooler");
-    let model: RoFormerModel = load_dir(model_fixture("sim_pooler"), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerModel = load_dir(model_fixture("sim_pooler"), DType::F32, device()).unwrap();
     let last = model.forward(inputs(&reference, "batch")).unwrap();
     assert_close("sim last_hidden_state", &last, reference.tensor("batch.last_hidden_state"));
     let pooled = model.pooler().expect("pooler loaded").forward(&last).unwrap();
@@ -141,7 +141,7 @@ fn sim_checkpoint_pooler() {
 #[test]
 fn integer_dtypes_of_inputs_are_accepted() {
     let reference = Reference::load("base");
-    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, &Device::Cpu).unwrap();
+    let model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, device()).unwrap();
     let ids = reference.tensor("batch.input_ids").to_dtype(DType::U32).unwrap();
     let types = reference.tensor("batch.token_type_ids").to_dtype(DType::U32).unwrap();
     let mask = reference.tensor("batch.attention_mask").to_dtype(DType::U8).unwrap();

@@ -20,8 +20,9 @@ fn assert_vec_close(what: &str, ours: &[f32], want: &[f32], tol: f32) {
     assert!(worst <= tol, "{what}: max abs diff {worst:e} > {tol:e}\nours {ours:?}\nwant {want:?}");
 }
 
+/// On the test device (`ROFORMER_TEST_DEVICE`).
 fn options(batch_size: usize) -> PipelineOptions {
-    PipelineOptions::default().with_batch_size(batch_size)
+    crate::support::on_device().with_batch_size(batch_size)
 }
 
 fn dir(name: &str) -> String {
@@ -153,7 +154,7 @@ fn metrics_match_scikit_learn_and_scipy() {
 
 #[test]
 fn inputs_of_any_string_type_and_empty_batches() {
-    let classifier = TextClassifier::from_pretrained(dir("cls")).unwrap();
+    let classifier = TextClassifier::from_pretrained_with(dir("cls"), options(32)).unwrap();
     let owned: Vec<String> = vec!["a great film".into(), "dull".into()];
     let by_ref = classifier.classify(&["a great film", "dull"]).unwrap();
     assert_eq!(classifier.classify(&owned).unwrap(), by_ref);
@@ -162,7 +163,7 @@ fn inputs_of_any_string_type_and_empty_batches() {
     assert!(classifier.classify_pairs::<&str, String>(&[]).unwrap().is_empty());
     let pairs = [("good fun".to_string(), "a delight")];
     assert_eq!(classifier.classify_pairs(&pairs).unwrap().len(), 1);
-    let encoder = SentenceEncoder::from_pretrained(dir("sim")).unwrap();
+    let encoder = SentenceEncoder::from_pretrained_with(dir("sim"), options(32)).unwrap();
     assert!(encoder.encode::<String>(&[]).unwrap().is_empty());
 }
 
@@ -172,7 +173,7 @@ fn the_checkpoint_decides_pooling_and_normalisation() {
     // default. The classifier fixture has none: mean pooling, normalised.
     let want = expected("sim");
     let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    let encoder = SentenceEncoder::from_pretrained(dir("sim")).unwrap();
+    let encoder = SentenceEncoder::from_pretrained_with(dir("sim"), options(32)).unwrap();
     assert_eq!((encoder.pooling(), encoder.normalize()), (Pooling::Pooler, true));
     for (got, want) in encoder.encode(&texts).unwrap().iter().zip(want["pooler"].as_array().unwrap()) {
         let want = floats(want);
@@ -180,21 +181,18 @@ fn the_checkpoint_decides_pooling_and_normalisation() {
         let want: Vec<f32> = want.iter().map(|x| x / norm).collect();
         assert_vec_close("default pooling", got, &want, 1e-4);
     }
-    let encoder = SentenceEncoder::from_pretrained(dir("cls")).unwrap();
+    let encoder = SentenceEncoder::from_pretrained_with(dir("cls"), options(32)).unwrap();
     assert_eq!((encoder.pooling(), encoder.normalize()), (Pooling::Mean, true));
-    let err = SentenceEncoder::from_pretrained_with(
-        dir("cls"),
-        PipelineOptions::default().with_pooling(Pooling::Pooler),
-    )
-    .unwrap_err();
+    let err = SentenceEncoder::from_pretrained_with(dir("cls"), options(32).with_pooling(Pooling::Pooler))
+        .unwrap_err();
     assert!(err.to_string().contains("roformer.pooler.dense"), "{err}");
 }
 
 #[test]
 fn a_classifiers_encoder_embeds_like_a_separately_loaded_one() {
-    let classifier = TextClassifier::from_pretrained(dir("cls")).unwrap();
+    let classifier = TextClassifier::from_pretrained_with(dir("cls"), options(32)).unwrap();
     let shared = SentenceEncoder::from_classifier(&classifier).unwrap();
-    let separate = SentenceEncoder::from_pretrained(dir("cls")).unwrap();
+    let separate = SentenceEncoder::from_pretrained_with(dir("cls"), options(32)).unwrap();
     let texts = ["a great film", "the movie was terrible and boring", ""];
     assert_eq!(shared.encode(&texts).unwrap(), separate.encode(&texts).unwrap());
     assert_eq!(

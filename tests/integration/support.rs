@@ -3,18 +3,71 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use candle_core::{DType, Device, Tensor};
 
+/// The device the model and pipeline tests run on, read once from `ROFORMER_TEST_DEVICE`: `cpu` (the
+/// default), `cuda` or `cuda:N`, `metal` or `metal:N`. The same tests run on the CPU in CI and on a GPU
+/// by scripts/gpu_check.sh; a build without the device's feature fails here, by name.
+pub fn device() -> &'static Device {
+    static DEVICE: OnceLock<Device> = OnceLock::new();
+    DEVICE.get_or_init(|| {
+        let name = std::env::var("ROFORMER_TEST_DEVICE").unwrap_or_default();
+        let name = name.trim().to_ascii_lowercase();
+        let (kind, ordinal) = match name.split_once(':') {
+            Some((kind, n)) => {
+                (kind, n.parse().unwrap_or_else(|_| panic!("ROFORMER_TEST_DEVICE={name}: bad ordinal")))
+            }
+            None => (name.as_str(), 0),
+        };
+        let device = match kind {
+            "" | "cpu" => Ok(Device::Cpu),
+            "cuda" | "gpu" => Device::new_cuda(ordinal),
+            "metal" => Device::new_metal(ordinal),
+            other => panic!("ROFORMER_TEST_DEVICE={other}: expected cpu, cuda[:N] or metal[:N]"),
+        };
+        let device = device.unwrap_or_else(|e| panic!("ROFORMER_TEST_DEVICE={name}: {e}"));
+        if !device.is_cpu() {
+            eprintln!("roformer tests: model and pipeline tests run on {:?}", device.location());
+        }
+        device
+    })
+}
+
+/// Whether the tests run on the CPU.
+pub fn on_cpu() -> bool {
+    device().is_cpu()
+}
+
+/// True (after saying so) when the test device is not the CPU, for tests of what runs on the CPU only:
+/// `if cpu_only("int8") { return; }`.
+pub fn cpu_only(what: &str) -> bool {
+    if on_cpu() {
+        return false;
+    }
+    eprintln!("skipped on {:?}: {what} runs on the CPU only", device().location());
+    true
+}
+
+/// The source tree the fixtures are read from: `ROFORMER_SOURCE_DIR` at run time (a test binary carried
+/// to another machine, as scripts/gpu_check.sh runs it), else the tree it was built from.
+pub fn source_dir() -> PathBuf {
+    match std::env::var_os("ROFORMER_SOURCE_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+    }
+}
+
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    source_dir().join("tests/fixtures").join(name)
 }
 
 pub fn model_fixture(name: &str) -> PathBuf {
     fixture("models").join(name)
 }
 
-/// The inputs and transformers' outputs of a model fixture, by `<case>.<name>`.
+/// The inputs and transformers' outputs of a model fixture, by `<case>.<name>`, on the test device.
 pub struct Reference(HashMap<String, Tensor>);
 
 impl Reference {
@@ -24,7 +77,7 @@ impl Reference {
 
     pub fn load_file(model: &str, file: &str) -> Self {
         let path = model_fixture(model).join(file);
-        Self(candle_core::safetensors::load(&path, &Device::Cpu).expect("reference file"))
+        Self(candle_core::safetensors::load(&path, device()).expect("reference file"))
     }
 
     pub fn get(&self, key: &str) -> Option<&Tensor> {
@@ -137,4 +190,9 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Pipeline options on the test device.
+pub fn on_device() -> roformer::PipelineOptions {
+    roformer::PipelineOptions::default().with_device(device().clone())
 }
