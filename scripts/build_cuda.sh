@@ -177,6 +177,13 @@ bundle() {
         cp -L "$HOME_CUDA"/lib/{libcudart.so.13,libcublas.so.13,libcublasLt.so.13,libcurand.so.10} "$BUNDLE/lib/"
         cp -L "$HOME_CUDA"/lib/libnvrtc.so.13 "$HOME_CUDA"/lib/libnvrtc-builtins.so.13.0 "$BUNDLE/lib/"
     fi
+    # The benchmark's inputs, when this machine has them (../shared/data): SST-2 dev and the BERT uncased vocab.
+    local data=$ROOT/../shared/data
+    if [[ -e $data/glue/SST-2/dev.tsv && -e $data/vocab/bert-base-uncased/vocab.txt ]]; then
+        mkdir -p "$BUNDLE/data/glue/SST-2" "$BUNDLE/data/vocab/bert-base-uncased"
+        cp "$data/glue/SST-2/dev.tsv" "$BUNDLE/data/glue/SST-2/"
+        cp "$data/vocab/bert-base-uncased/vocab.txt" "$BUNDLE/data/vocab/bert-base-uncased/"
+    fi
     # The binaries read fixtures and the bundled model from the source tree; gpu_check.sh runs them from a
     # checkout of this repository (no Rust toolchain needed) and says where it is in ROFORMER_SOURCE_DIR.
     {
