@@ -42,11 +42,11 @@ def read_sentences(path):
     return [l.split("\t")[col] for l in lines[1:] if l.strip()]
 
 
-def build_base(vocab_dir):
-    """A base-size random-init classifier folder with the BERT uncased vocab."""
+def build_base(vocab_dir, out=OUT):
+    """A base-size random-init classifier folder (under `out`) with the BERT uncased vocab."""
     from transformers import RoFormerConfig, RoFormerForSequenceClassification
 
-    folder = OUT / "base"
+    folder = out / "base"
     if (folder / "model.safetensors").exists():
         return folder
     folder.mkdir(parents=True, exist_ok=True)

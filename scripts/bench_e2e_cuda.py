@@ -33,46 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "bench-e2e-cuda"
 
-
-def read_sentences(path):
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    col = lines[0].split("\t").index("sentence")
-    return [l.split("\t")[col] for l in lines[1:] if l.strip()]
+# The dev file reader, the model builder and the tokenizer are the CPU benchmark's.
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_e2e  # noqa: E402
+from bench_e2e import read_sentences, tokenizer_for  # noqa: E402
 
 
 def build_base(vocab_dir):
-    import torch
-    from transformers import RoFormerConfig, RoFormerForSequenceClassification
-
-    folder = OUT / "base"
-    if (folder / "model.safetensors").exists():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = (Path(vocab_dir) / "vocab.txt").read_text(encoding="utf-8")
-    (folder / "vocab.txt").write_text(vocab, encoding="utf-8")
-    (folder / "tokenizer_config.json").write_text(
-        json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 512})
-    )
-    config = RoFormerConfig(
-        vocab_size=len(vocab.split("\n")) - (1 if vocab.endswith("\n") else 0),
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        max_position_embeddings=512,
-        num_labels=2,
-    )
-    torch.manual_seed(0)
-    RoFormerForSequenceClassification(config).eval().save_pretrained(folder)
-    return folder
-
-
-def tokenizer_for(folder):
-    from transformers import BertTokenizerFast
-
-    tokens = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    vocab = {t: i for i, t in enumerate(tokens) if t or i < len(tokens) - 1}
-    return BertTokenizerFast(vocab=vocab, do_lower_case=True)
+    # The same model as the CPU benchmark's (seed 0), in this script's own folder.
+    return bench_e2e.build_base(vocab_dir, OUT)
 
 
 def batches(sentences, size):

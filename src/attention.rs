@@ -7,6 +7,7 @@ use candle_nn::VarBuilder;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::kernels;
+use crate::kernels::attention::Segments;
 use crate::kernels::Level;
 use crate::layers::{load_weights, Linear, Norm};
 use crate::ops::softmax_last_dim;
@@ -105,7 +106,7 @@ impl SelfAttention {
     ) -> Result<Tensor> {
         let width = qkv.dim(candle_core::D::Minus1)?;
         let (cos, sin) = (&pass.rope.cos, &pass.rope.sin);
-        let segments = pass.segments(spans, key_bias);
+        let segments = Segments { spans, key_bias: key_bias.as_deref(), causal: pass.causal };
         let (heads, head_dim) = (self.num_heads, self.head_dim);
         let qkv = qkv.reshape(((), width))?;
         kernels::attention::attention(level, &qkv, &segments, cos, sin, heads, head_dim, self.rotary_value)

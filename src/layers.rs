@@ -73,14 +73,13 @@ impl Linear {
     /// Quantizes the weight to int8 (per output channel), for the fused engine's int8 kernel.
     pub fn quantize(&mut self) -> crate::Result<()> {
         match self {
-            Linear::Fused { weight: weight @ Packed::F32(_), .. } => {
+            Linear::Fused { weight, .. } => {
                 if let Packed::F32(packed) = weight {
                     let (n, k) = packed.dims();
                     *weight = Packed::Int8(Arc::new(PackedI8::new(packed.level(), &packed.unpack(), n, k)));
                 }
                 Ok(())
             }
-            Linear::Fused { weight: Packed::Int8(_), .. } => Ok(()),
             Linear::Candle { weight, .. } => Err(crate::Error::Input(if weight.is_variable() {
                 "a model loaded for training cannot be quantized".to_string()
             } else if !weight.device().is_cpu() {

@@ -5,7 +5,6 @@ use candle_core::{DType, Result, Tensor};
 
 use crate::batching::Batch;
 use crate::engine::Engine;
-use crate::kernels::attention::Segments;
 use crate::kernels::Level;
 use crate::layers::DropoutRng;
 use crate::rotary::RotaryTables;
@@ -74,15 +73,6 @@ impl<'a> Pass<'a> {
             Some(rng) => rng.apply(xs, p),
             None => Ok(xs.clone()),
         }
-    }
-
-    /// The sequences as the fused attention kernel takes them.
-    pub fn segments<'s>(
-        &'s self,
-        spans: &'s [(usize, usize)],
-        key_bias: &'s Option<Vec<f32>>,
-    ) -> Segments<'s> {
-        Segments { spans, key_bias: key_bias.as_deref(), causal: self.causal }
     }
 }
 
