@@ -9,6 +9,7 @@ use crate::engine::Engine;
 use crate::kernels;
 use crate::kernels::attention::Segments;
 use crate::kernels::Level;
+use crate::kv_cache::LayerCache;
 use crate::layers::{load_weights, Linear, Norm};
 use crate::ops::softmax_last_dim;
 use crate::pass::{Mask, Pass};
@@ -72,12 +73,15 @@ struct SelfAttention {
     head_dim: usize,
     rotary_value: bool,
     dropout: f64,
+    /// The layer's place in the encoder, which names its slot in a key-value cache.
+    layer: usize,
 }
 
 impl SelfAttention {
-    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine, layer: usize) -> Result<Self> {
         Ok(Self {
             projections: Projections::load(vb, config, engine)?,
+            layer,
             num_heads: config.num_attention_heads,
             head_dim: config.head_dim(),
             rotary_value: config.rotary_value,
@@ -90,7 +94,11 @@ impl SelfAttention {
         let qkv = self.projections.forward(xs)?;
         let context = match &pass.mask {
             Mask::Segments { level, spans, key_bias } => self.fused(*level, &qkv, pass, spans, key_bias)?,
-            Mask::Bias { batch, len, bias } => self.candle(&qkv, pass, *batch, *len, bias.as_ref())?,
+            Mask::Bias { batch, len, bias } => self.candle(&qkv, pass, *batch, *len, bias.as_ref(), None)?,
+            Mask::Cached { cache, bias } => {
+                let (batch, len) = (xs.dim(0)?, xs.dim(1)?);
+                self.candle(&qkv, pass, batch, len, bias.as_ref(), Some(&mut *cache.layer(self.layer)?))?
+            }
         };
         context.reshape(xs.dims())
     }
@@ -112,8 +120,17 @@ impl SelfAttention {
         kernels::attention::attention(level, &qkv, &segments, cos, sin, heads, head_dim, self.rotary_value)
     }
 
-    /// Candle's ops over (batch, len) rows, holding every score.
-    fn candle(&self, qkv: &Tensor, pass: &Pass, b: usize, t: usize, bias: Option<&Tensor>) -> Result<Tensor> {
+    /// Candle's ops over (batch, len) rows, holding every score. With a `cache`, the rows are the
+    /// newest `len` positions and attend to every cached one too.
+    fn candle(
+        &self,
+        qkv: &Tensor,
+        pass: &Pass,
+        b: usize,
+        t: usize,
+        bias: Option<&Tensor>,
+        cache: Option<&mut LayerCache>,
+    ) -> Result<Tensor> {
         let hidden = self.num_heads * self.head_dim;
         check_scores_size(b, self.num_heads, t, qkv.dtype())?;
         // (b, t, 3 * hidden) -> three (b, heads, t, head_dim), contiguous.
@@ -124,6 +141,10 @@ impl SelfAttention {
         let q = (rotary::apply(&q, &pass.rope)? * (1.0 / (self.head_dim as f64).sqrt()))?;
         let k = rotary::apply(&k, &pass.rope)?;
         let v = if self.rotary_value { rotary::apply(&v, &pass.rope)? } else { v };
+        let (k, v) = match cache {
+            Some(cache) => cache.append(&k, &v)?,
+            None => (k, v),
+        };
 
         // Kᵀ stays a strided view: gemm reads it in place, and nothing here is broadcast.
         let scores = q.matmul(&k.t()?)?;
@@ -186,9 +207,9 @@ pub(crate) struct Attention {
 }
 
 impl Attention {
-    pub fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
+    pub fn load(vb: VarBuilder, config: &Config, engine: Engine, layer: usize) -> Result<Self> {
         Ok(Self {
-            self_attention: SelfAttention::load(vb.pp("self"), config, engine)?,
+            self_attention: SelfAttention::load(vb.pp("self"), config, engine, layer)?,
             output: SelfOutput::load(vb.pp("output"), config, engine)?,
         })
     }

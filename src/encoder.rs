@@ -51,9 +51,9 @@ struct Layer {
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine, index: usize) -> Result<Self> {
         Ok(Self {
-            attention: Attention::load(vb.pp("attention"), config, engine)?,
+            attention: Attention::load(vb.pp("attention"), config, engine, index)?,
             feed_forward: FeedForward::load(vb, config, engine)?,
         })
     }
@@ -77,7 +77,7 @@ pub(crate) struct Encoder {
 impl Encoder {
     pub fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let layers = (0..config.num_hidden_layers)
-            .map(|i| Layer::load(vb.pp(format!("layer.{i}")), config, engine))
+            .map(|i| Layer::load(vb.pp(format!("layer.{i}")), config, engine, i))
             .collect::<Result<_>>()?;
         Ok(Self { layers })
     }

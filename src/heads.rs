@@ -8,6 +8,7 @@ use crate::batching::Batch;
 use crate::config::{Config, NormType, SummaryType};
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::generation::GenerationMode;
 use crate::layers::{DropoutRng, Linear, Norm};
 use crate::model::{Inputs, RoFormerModel};
 use crate::quantization::{Quantization, Quantize};
@@ -214,13 +215,33 @@ impl RoFormerForMaskedLM {
 pub struct RoFormerForCausalLM {
     roformer: RoFormerModel,
     cls: MaskedLmHead,
+    mode: GenerationMode,
 }
 
 impl RoFormerForCausalLM {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let RoFormerForMaskedLM { roformer, cls } = RoFormerForMaskedLM::load(vb, config)?;
-        Ok(Self { roformer, cls })
+        // junnyu's sim checkpoints are the causal-LM checkpoints that carry a pooler, and they
+        // were trained to generate as UniLM does.
+        let mode = if roformer.pooler().is_some() {
+            GenerationMode::SourceThenTarget
+        } else {
+            GenerationMode::Causal
+        };
+        Ok(Self { roformer, cls, mode })
+    }
+
+    /// How [`RoFormerForCausalLM::generate`] lays out source and generated tokens unless told
+    /// otherwise: source-then-target (UniLM) for checkpoints with junnyu's pooler (the sim
+    /// checkpoints), causal for the others.
+    pub fn generation_mode(&self) -> GenerationMode {
+        self.mode
+    }
+
+    /// Vocabulary scores (.., vocab_size) of hidden states (.., hidden).
+    pub(crate) fn lm_head(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.cls.forward(hidden)
     }
 
     /// The encoder under the head.

@@ -12,11 +12,13 @@
 //! ```
 //!
 //! A map of the crate:
-//! - pipelines, for most users: [`TextClassifier`], [`SentenceEncoder`], [`FillMask`], set up
-//!   with [`PipelineOptions`] (device, dtype, batching, pooling, [`HubOptions`]);
+//! - pipelines, for most users: [`TextClassifier`], [`SentenceEncoder`], [`FillMask`],
+//!   [`Paraphraser`] (the sim checkpoints' similar sentences), set up with [`PipelineOptions`]
+//!   (device, dtype, batching, pooling, [`HubOptions`]);
 //! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
 //!   and a `VarBuilder`, or loaded with [`load_dir`] / [`Checkpoint`] (safetensors, shards,
-//!   `pytorch_model.bin`), run on [`Inputs`];
+//!   `pytorch_model.bin`), run on [`Inputs`]; [`RoFormerForCausalLM::generate`] with
+//!   [`GenerationOptions`] (`generation`, over the `kv_cache`);
 //! - [`Tokenizer`]: the ids transformers gives, jieba included for the word-level Chinese vocab;
 //! - [`training`]: fine-tuning a sequence classifier on Candle's autograd;
 //! - [`Error`] / [`Result`]: every failure names the file, tensor, field or line at fault.
@@ -39,9 +41,11 @@ mod embeddings;
 mod encoder;
 mod engine;
 mod error;
+mod generation;
 mod heads;
 mod hub;
 mod kernels;
+mod kv_cache;
 mod layers;
 mod model;
 mod ops;
@@ -57,6 +61,7 @@ pub use activation::Activation;
 pub use checkpoint::{load_dir, Checkpoint, Load};
 pub use config::{Config, NormType, ProblemType, SummaryType};
 pub use error::{BoxError, Error, HubErrorKind, Result};
+pub use generation::{GenerationMode, GenerationOptions, Sampling};
 pub use heads::{
     RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
     RoFormerForSequenceClassification, RoFormerForTokenClassification,
@@ -64,8 +69,8 @@ pub use heads::{
 pub use hub::{DownloadProgress, HubOptions};
 pub use model::{Inputs, Pooler, RoFormerModel};
 pub use pipelines::{
-    cosine_similarity, Classification, FillMask, MaskCandidate, PipelineOptions, Pooling, SentenceEncoder,
-    TextClassifier,
+    cosine_similarity, Classification, FillMask, MaskCandidate, Paraphrase, Paraphraser, PipelineOptions,
+    Pooling, SentenceEncoder, TextClassifier,
 };
 pub use quantization::Quantization;
 pub use rope_scaling::{RopeScaling, Yarn};

@@ -10,10 +10,11 @@ use crate::embeddings::Embeddings;
 use crate::encoder::Encoder;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::kv_cache::KvCache;
 use crate::layers::{DropoutRng, Linear};
 use crate::pass::Pass;
 use crate::quantization::Quantization;
-use crate::rotary::RotaryEmbedding;
+use crate::rotary::{RotaryEmbedding, RotaryTables};
 
 /// The inputs of one forward pass, as transformers names them.
 #[derive(Debug, Clone, Copy)]
@@ -239,12 +240,48 @@ impl RoFormerModel {
         };
         let rope = self.rotary.tables(longest)?;
         let pass = Pass::new(self.engine, batch, causal, rope, self.dtype(), dropout)?;
-        let xs = self.embeddings.forward(ids, types, &pass)?;
+        Ok(self.encode(ids, types, &pass, hidden_states)?)
+    }
+
+    /// A decoding step: the hidden states (batch, len, hidden) of `ids` and `types` (batch, len)
+    /// at the positions after those `cache` holds, which it then holds too. The query at position
+    /// q sees the key at position k where `sees(q, k)`.
+    pub(crate) fn run_cached(
+        &self,
+        ids: &Tensor,
+        types: &Tensor,
+        cache: &KvCache,
+        sees: impl Fn(usize, usize) -> bool,
+    ) -> Result<Tensor> {
+        let (start, len) = (cache.len(), ids.dim(1)?);
+        let tables = self.rotary.tables(start + len)?;
+        let rope =
+            RotaryTables { cos: tables.cos.narrow(0, start, len)?, sin: tables.sin.narrow(0, start, len)? };
+        let pass = Pass::cached(cache, len, sees, rope, self.dtype())?;
+        Ok(self.encode(ids, types, &pass, None)?)
+    }
+
+    /// Embeddings, projection and encoder under `pass`.
+    fn encode(
+        &self,
+        ids: &Tensor,
+        types: &Tensor,
+        pass: &Pass,
+        hidden_states: Option<&mut Vec<Tensor>>,
+    ) -> candle_core::Result<Tensor> {
+        let xs = self.embeddings.forward(ids, types, pass)?;
         let xs = match &self.embeddings_project {
             Some(project) => project.forward(&xs)?,
             None => xs,
         };
-        Ok(self.encoder.forward(&xs, &pass, hidden_states)?)
+        self.encoder.forward(&xs, pass, hidden_states)
+    }
+
+    /// An empty key-value cache for `batch` sequences of up to `capacity` tokens.
+    pub(crate) fn kv_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        let c = &self.config;
+        let (layers, heads, head_dim) = (c.num_hidden_layers, c.num_attention_heads, c.head_dim());
+        Ok(KvCache::new(layers, batch, heads, capacity, head_dim, self.dtype(), self.device())?)
     }
 }
 

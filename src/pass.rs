@@ -6,11 +6,12 @@ use candle_core::{DType, Result, Tensor};
 use crate::batching::Batch;
 use crate::engine::Engine;
 use crate::kernels::Level;
+use crate::kv_cache::KvCache;
 use crate::layers::DropoutRng;
 use crate::rotary::RotaryTables;
 
 /// The mask in the form the model's engine computes attention with.
-pub(crate) enum Mask {
+pub(crate) enum Mask<'a> {
     /// The fused kernel's: each sequence as (first token, length), and per token an additive key
     /// bias (0, or f32::MIN for padding) when any is padding.
     Segments { level: Level, spans: Vec<(usize, usize)>, key_bias: Option<Vec<f32>> },
@@ -18,10 +19,16 @@ pub(crate) enum Mask {
     /// key), 0 where attention is allowed and the dtype's minimum elsewhere, as transformers'
     /// eager path does; `None` when nothing is masked, which spares every layer the addition.
     Bias { batch: usize, len: usize, bias: Option<Tensor> },
+    /// A decoding step on either engine: (batch, len) rows at the positions after those in
+    /// `cache`, which attend to the cached keys and to each other as `bias` (broadcasting to
+    /// (batch, heads, len, cached + len)) allows; `None` lets them see everything. Candle's
+    /// attention computes it whatever the engine: a step holds a few tokens, so attention is a
+    /// small part of its work, and the linear layers still run on the model's engine.
+    Cached { cache: &'a KvCache, bias: Option<Tensor> },
 }
 
 pub(crate) struct Pass<'a> {
-    pub mask: Mask,
+    pub mask: Mask<'a>,
     pub causal: bool,
     pub rope: RotaryTables,
     dropout: Option<&'a DropoutRng>,
@@ -67,6 +74,30 @@ impl<'a> Pass<'a> {
         Ok(Self { mask, causal, rope, dropout })
     }
 
+    /// A decoding step of `len` new positions of the sequences in `cache`, with `rope` covering
+    /// them: the query at position q sees the key at position k where `sees(q, k)`.
+    pub fn cached(
+        cache: &'a KvCache,
+        len: usize,
+        sees: impl Fn(usize, usize) -> bool,
+        rope: RotaryTables,
+        dtype: DType,
+    ) -> Result<Self> {
+        let start = cache.len();
+        let keys = start + len;
+        let bias: Vec<f32> = (start..keys)
+            .flat_map(|q| (0..keys).map(move |k| (q, k)))
+            .map(|(q, k)| if sees(q, k) { 0.0 } else { 1.0 })
+            .collect();
+        let bias = if bias.iter().all(|&b| b == 0.0) {
+            None
+        } else {
+            let blocked = Tensor::from_vec(bias, (1, 1, len, keys), rope.cos.device())?;
+            Some((blocked * masked_value(dtype))?.to_dtype(dtype)?)
+        };
+        Ok(Self { mask: Mask::Cached { cache, bias }, causal: false, rope, dropout: None })
+    }
+
     /// Dropout with probability `p` in training; the identity otherwise.
     pub fn dropout(&self, xs: &Tensor, p: f64) -> Result<Tensor> {
         match self.dropout {
@@ -106,12 +137,16 @@ fn bias(
     } else {
         keep
     };
-    let min = match dtype {
+    // 1 - keep is exactly 0 or 1, so the bias is exactly 0 or min.
+    Ok(Some(((keep.ones_like()? - keep)? * masked_value(dtype))?.to_dtype(dtype)?))
+}
+
+/// The additive bias of a masked position: the dtype's minimum, as transformers' eager path adds.
+fn masked_value(dtype: DType) -> f64 {
+    match dtype {
         DType::F16 => f64::from(half::f16::MIN),
         DType::BF16 => f64::from(half::bf16::MIN),
         DType::F64 => f64::MIN,
         _ => f64::from(f32::MIN),
-    };
-    // 1 - keep is exactly 0 or 1, so the bias is exactly 0 or min.
-    Ok(Some(((keep.ones_like()? - keep)? * min)?.to_dtype(dtype)?))
+    }
 }

@@ -637,7 +637,7 @@ fn split_cjk_and_whitespace(word: &str) -> Vec<&str> {
 }
 
 /// The CJK Unified Ideograph blocks BERT spaces out (its `_is_chinese_char`).
-fn is_cjk(c: char) -> bool {
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F
         | 0x2B740..=0x2B81F | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)

@@ -75,7 +75,7 @@ impl SentenceEncoder {
         Self::around(classifier.pipeline.with_model(classifier.model().roformer().clone()))
     }
 
-    fn around(pipeline: Pipeline<RoFormerModel>) -> Result<Self> {
+    pub(super) fn around(pipeline: Pipeline<RoFormerModel>) -> Result<Self> {
         let has_pooler = pipeline.model.pooler().is_some();
         let pooling =
             pipeline.options.pooling.unwrap_or(if has_pooler { Pooling::Pooler } else { Pooling::Mean });

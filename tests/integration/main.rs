@@ -8,6 +8,7 @@ mod bad_input;
 mod examples;
 mod families;
 mod fuzz;
+mod generation;
 mod hub;
 mod levels;
 mod model_behaviour;
