@@ -6,6 +6,7 @@ transformers 4.57.1 side folder of /work/shared/notes/reference-envs.md at $TF45
 
 - ner/: RoFormerForTokenClassification with B-/I- tags and O; expected.json holds transformers 5's
   `pipeline("token-classification")` output for each aggregation strategy on each text.
+- ner_zh/: the same on Chinese texts, with RoFormerTokenizer (jieba) and the word-level vocab cut to their tokens.
 - qa/: RoFormerForQuestionAnswering; expected.json holds transformers 4.57.1's `pipeline("question-answering")`
   output (transformers 5 has no such pipeline) for each case and its arguments, always as a list of answers.
   This part runs in a child process with the side folder on PYTHONPATH.
@@ -37,6 +38,9 @@ NER_TEXTS = [
     "the acting is good but the story is weak and the ending makes no sense at all " * 4,
     "Tokyo-based companies like Sony and Toyota reported earnings",
 ]
+
+# Jieba words whole (苹果公司), characters, and WordPiece pieces of a Latin word.
+NER_TEXTS_ZH = ["我爱北京天安门。", "苹果公司发布了新款手机，张三很高兴。", "李四用iphone拍照", "今天天气非常好"]
 
 QA_CASES = [
     ("who lives in new york ?", "John Smith lives in New York and works for Google as an engineer.", {}),
@@ -98,7 +102,8 @@ def qa_reference(folder):
 def main():
     import torch
     import transformers
-    from transformers import BertTokenizer, RoFormerForQuestionAnswering, RoFormerForTokenClassification, pipeline
+    from transformers import (BertTokenizer, RoFormerForQuestionAnswering, RoFormerForTokenClassification,
+                              RoFormerTokenizer, pipeline)
     from make_model_fixtures import randomise
     from make_pipeline_fixtures import config, save, small_vocab
 
@@ -129,6 +134,24 @@ def main():
             rows.append(entities)
         expected["strategies"][strategy] = rows
     save("ner", model, vocab, expected)
+
+    # The word-level Chinese vocab, cut to the tokens of the texts: jieba and WordPiece split them alike.
+    full = (ROOT / "tests/fixtures/vocab/roformer_chinese_base/vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    zh = RoFormerTokenizer(vocab={t: i for i, t in enumerate(full)})
+    pieces = {p for t in NER_TEXTS_ZH for p in zh.tokenize(t)}
+    vocab_zh = full[:1000] + sorted(pieces - set(full[:1000]))
+    zh = RoFormerTokenizer(vocab={t: i for i, t in enumerate(vocab_zh)}, model_max_length=64)
+    model = randomise(RoFormerForTokenClassification(
+        config(vocab_zh, num_labels=len(LABELS), id2label=id2label, label2id={v: k for k, v in id2label.items()})), 13)
+    expected = {"transformers": transformers.__version__, "texts": NER_TEXTS_ZH, "strategies": {}}
+    for strategy in STRATEGIES:
+        ner = pipeline("token-classification", model=model, tokenizer=zh, aggregation_strategy=strategy, device="cpu")
+        expected["strategies"][strategy] = [
+            [{k: (float(v) if k == "score" else int(v) if k in ("start", "end", "index") else v) for k, v in e.items()}
+             for e in ner(text)] for text in NER_TEXTS_ZH]
+    save("ner_zh", model, vocab_zh, expected)
+    (OUT / "ner_zh" / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "RoFormerTokenizer", "do_lower_case": True, "model_max_length": 64}, indent=2))
 
     model = randomise(RoFormerForQuestionAnswering(config(vocab)), 12)
     save("qa", model, vocab, {})

@@ -45,10 +45,17 @@ pub fn qa_options(args: &Value) -> QuestionAnswererOptions {
 
 #[test]
 fn entities_match_transformers_for_every_aggregation_strategy() {
-    let want = expected("ner");
+    // English with WordPiece, and Chinese with jieba.
+    for checkpoint in ["ner", "ner_zh"] {
+        entities_match(checkpoint);
+    }
+}
+
+fn entities_match(checkpoint: &str) {
+    let want = expected(checkpoint);
     let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(str_of).collect();
     // A batch size that splits the texts unevenly, so that length sorting and reordering run.
-    let ner = TokenClassifier::from_pretrained_with(dir("ner"), on_device().with_batch_size(5)).unwrap();
+    let ner = TokenClassifier::from_pretrained_with(dir(checkpoint), on_device().with_batch_size(3)).unwrap();
     let mut grouped = 0;
     for (name, rows) in want["strategies"].as_object().unwrap() {
         let strategy: AggregationStrategy = name.parse().unwrap();
@@ -57,7 +64,7 @@ fn entities_match_transformers_for_every_aggregation_strategy() {
         assert_eq!(got.len(), texts.len());
         for ((text, ours), theirs) in texts.iter().zip(&got).zip(rows.as_array().unwrap()) {
             let theirs = theirs.as_array().unwrap();
-            let what = format!("{name} {text:?}");
+            let what = format!("{checkpoint} {name} {text:?}");
             assert_eq!(ours.len(), theirs.len(), "{what}: {ours:#?}\nwant {theirs:#?}");
             for (o, t) in ours.iter().zip(theirs) {
                 let label =
@@ -72,7 +79,7 @@ fn entities_match_transformers_for_every_aggregation_strategy() {
             }
         }
     }
-    assert!(grouped > 0, "no entity of the fixture groups several words: the grouping went untested");
+    assert!(grouped > 0, "no entity of {checkpoint} groups several words: the grouping went untested");
 }
 
 #[test]
