@@ -141,12 +141,7 @@ fn write_predictions(
     results: &[Classification],
     submission: Option<&[String]>,
 ) -> Result<()> {
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {path}"))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-    };
+    let mut out = common::output(args.output.as_deref())?;
     let format = args.format.unwrap_or(Format::Tsv);
     if matches!(format, Format::Tsv) {
         writeln!(out, "index\tprediction")?;

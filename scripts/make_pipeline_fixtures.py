@@ -46,12 +46,14 @@ PAIRS = [
 MASKED = ["the [MASK] was good", "i [MASK] this [MASK] .", "[MASK]"]
 
 
-def small_vocab():
+def small_vocab(extra=()):
+    """The vocab of these fixtures, plus the tokens `extra` (bert-base-uncased's pieces of other texts)."""
     full = (ROOT / "tests/fixtures/vocab/bert-base-uncased/vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
     keep = full[:1] + full[100:104] + full[999:1100] + full[1996:3000]
     # The words of our texts, so that outputs are not all [UNK].
     words = {w for t in TEXTS + [x for p in PAIRS for x in p] + MASKED for w in t.lower().replace("!", " ! ").split()}
     keep += sorted(w for w in words if w in full and w not in keep)
+    keep += sorted(t for t in extra if t in full and t not in keep)
     seen, vocab = set(), []
     for t in keep:
         if t not in seen:

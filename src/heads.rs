@@ -112,6 +112,11 @@ impl RoFormerForTokenClassification {
         let sequence_output = self.roformer.forward(inputs)?;
         Ok(self.classifier.forward(&sequence_output)?)
     }
+
+    /// Logits of every token of a pipeline's batch.
+    pub(crate) fn run(&self, batch: &Batch) -> Result<Tensor> {
+        Ok(self.classifier.forward(&self.roformer.run(batch, false, None, None)?)?)
+    }
 }
 
 /// `cls.predictions`: transform (dense, activation, norm) then the decoder onto the vocabulary.
@@ -294,6 +299,11 @@ impl RoFormerForQuestionAnswering {
         let start = logits.narrow(D::Minus1, 0, 1)?.squeeze(D::Minus1)?;
         let end = logits.narrow(D::Minus1, 1, 1)?.squeeze(D::Minus1)?;
         Ok((start, end))
+    }
+
+    /// Start and end logits of every token of a pipeline's batch, as the last dimension (2).
+    pub(crate) fn run(&self, batch: &Batch) -> Result<Tensor> {
+        Ok(self.qa_outputs.forward(&self.roformer.run(batch, false, None, None)?)?)
     }
 }
 

@@ -12,9 +12,11 @@
 //! ```
 //!
 //! A map of the crate:
-//! - pipelines, for most users: [`TextClassifier`], [`SentenceEncoder`], [`FillMask`],
-//!   [`Paraphraser`] (the sim checkpoints' similar sentences), set up with [`PipelineOptions`]
-//!   (device, dtype, batching, pooling, [`HubOptions`]);
+//! - pipelines, for most users: [`TextClassifier`], [`TokenClassifier`] (entities, with
+//!   [`TokenClassifierOptions`]), [`QuestionAnswerer`] (answer spans, with
+//!   [`QuestionAnswererOptions`]), [`SentenceEncoder`], [`FillMask`], [`Paraphraser`] (the sim
+//!   checkpoints' similar sentences), set up with [`PipelineOptions`] (device, dtype, batching,
+//!   pooling, [`HubOptions`]);
 //! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
 //!   and a `VarBuilder`, or loaded with [`load_dir`] / [`Checkpoint`] (safetensors, shards,
 //!   `pytorch_model.bin`), run on [`Inputs`]; [`RoFormerForCausalLM::generate`] with
@@ -69,8 +71,9 @@ pub use heads::{
 pub use hub::{DownloadProgress, HubOptions};
 pub use model::{Inputs, Pooler, RoFormerModel};
 pub use pipelines::{
-    cosine_similarity, Classification, FillMask, MaskCandidate, Paraphrase, Paraphraser, PipelineOptions,
-    Pooling, SentenceEncoder, TextClassifier,
+    cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate, Paraphrase,
+    Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, SentenceEncoder, TextClassifier,
+    TokenClassifier, TokenClassifierOptions,
 };
 pub use quantization::Quantization;
 pub use rope_scaling::{RopeScaling, Yarn};

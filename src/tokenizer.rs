@@ -74,7 +74,7 @@ pub struct Encoded {
 }
 
 impl Encoded {
-    fn from_encoding(e: &Encoding) -> Self {
+    pub(crate) fn from_encoding(e: &Encoding) -> Self {
         Self {
             input_ids: e.get_ids().to_vec(),
             token_type_ids: e.get_type_ids().to_vec(),
@@ -492,9 +492,14 @@ impl Tokenizer {
         self.encode_all(&firsts, Some(&seconds))
     }
 
-    /// Tokenizes every text, then truncates, adds special tokens and pads, in transformers' order.
-    /// A pair whose second text is empty is encoded as a single text, as transformers does.
     fn encode_all(&self, firsts: &[&str], seconds: Option<&[&str]>) -> Result<Vec<Encoded>> {
+        Ok(self.encodings(firsts, seconds)?.iter().map(Encoded::from_encoding).collect())
+    }
+
+    /// Tokenizes every text, then truncates, adds special tokens and pads, in transformers' order.
+    /// A pair whose second text is empty is encoded as a single text, as transformers does. The
+    /// tokenizers library's encodings keep what [`Encoded`] leaves out (special tokens, words).
+    pub(crate) fn encodings(&self, firsts: &[&str], seconds: Option<&[&str]>) -> Result<Vec<Encoding>> {
         let tk = |e: tokenizers::Error| Error::from_tokenizers(e);
         let plain = |texts: Vec<&str>| {
             let inputs: Vec<tokenizers::EncodeInput> = texts.into_iter().map(Into::into).collect();
@@ -526,7 +531,69 @@ impl Tokenizer {
         if let Some(params) = &self.padding {
             pad_encodings(&mut encodings, params).map_err(tk)?;
         }
-        Ok(encodings.iter().map(Encoded::from_encoding).collect())
+        Ok(encodings)
+    }
+
+    /// `[CLS] first [SEP] window [SEP]` for each window of `second` that fits in `max_length`
+    /// tokens, consecutive windows sharing `stride` tokens: transformers' `truncation="only_second"`
+    /// with `return_overflowing_tokens`, as its question-answering pipeline encodes.
+    pub(crate) fn encode_windows(
+        &self,
+        first: &str,
+        second: &str,
+        max_length: usize,
+        stride: usize,
+    ) -> Result<Vec<Encoding>> {
+        let tk = |e: tokenizers::Error| Error::from_tokenizers(e);
+        let a = self.inner.encode_char_offsets(first, false).map_err(tk)?;
+        let b = self.inner.encode_char_offsets(second, false).map_err(tk)?;
+        let specials = self.inner.get_post_processor().map_or(0, |pp| pp.added_tokens(true));
+        let room = max_length.saturating_sub(specials + a.len());
+        // The tokenizers library panics on a stride that does not leave each window new tokens.
+        if room <= stride && specials + a.len() + b.len() > max_length {
+            return Err(Error::Input(format!(
+                "a window of {max_length} tokens holds {room} tokens of the second text beside the {} of the \
+                 first and {specials} special tokens: the stride ({stride}) must be smaller",
+                a.len()
+            )));
+        }
+        let params = TruncationParams {
+            max_length: max_length.saturating_sub(specials),
+            strategy: TruncationStrategy::OnlySecond,
+            stride,
+            direction: TruncationDirection::Right,
+        };
+        let (a, b) = truncate_encodings(a, Some(b), &params).map_err(tk)?;
+        let mut encoding = self.inner.post_process(a, b, true).map_err(tk)?;
+        let overflowing = encoding.take_overflowing();
+        let mut windows: Vec<Encoding> = std::iter::once(encoding).chain(overflowing).collect();
+        // tokenizers 0.23.2's template gives the second text's type only to the first window (the
+        // Python binding, 0.23.3, gives it to every window): from the second text on, all is
+        // segment B, its closing [SEP] included.
+        let b_type = u32::from(!self.zero_segment_ids);
+        for window in &mut windows {
+            if let Some(first_b) = window.get_sequence_ids().iter().position(|&s| s == Some(1)) {
+                let n = window.len();
+                let types: Vec<u32> = (0..n).map(|t| if t < first_b { 0 } else { b_type }).collect();
+                window.set_type_ids(types);
+            }
+        }
+        Ok(windows)
+    }
+
+    /// Joins tokens into text with the decoder (WordPiece: `##` pieces glued on, spaces cleaned
+    /// up), as transformers' `convert_tokens_to_string`.
+    pub(crate) fn tokens_to_string(&self, tokens: Vec<String>) -> Result<String> {
+        use tokenizers::Decoder;
+        match self.inner.get_decoder() {
+            Some(decoder) => decoder.decode(tokens).map_err(Error::from_tokenizers),
+            None => Ok(tokens.join(" ")),
+        }
+    }
+
+    /// The id of the unknown token.
+    pub(crate) fn unk_id(&self) -> Option<u32> {
+        self.inner.token_to_id(&self.special.unk)
     }
 
     /// The tokens of a text, without special tokens.

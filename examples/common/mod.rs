@@ -92,9 +92,23 @@ impl ColumnArgs {
         config: Option<&roformer::Config>,
         skip_bad_lines: bool,
     ) -> Result<tsv::Dataset> {
-        let columns = self.columns()?;
-        let mut data =
-            tsv::read_tsv(tsv::open_input(path)?, path, columns.as_ref(), self.header(), skip_bad_lines)?;
+        self.read_columns(path, self.columns()?.as_ref(), config, skip_bad_lines)
+    }
+
+    /// As [`ColumnArgs::read`], with the columns the flags chose, else `default`.
+    pub fn read_or(&self, path: &str, default: Columns, skip_bad_lines: bool) -> Result<tsv::Dataset> {
+        let columns = self.columns()?.unwrap_or(default);
+        self.read_columns(path, Some(&columns), None, skip_bad_lines)
+    }
+
+    fn read_columns(
+        &self,
+        path: &str,
+        columns: Option<&Columns>,
+        config: Option<&roformer::Config>,
+        skip_bad_lines: bool,
+    ) -> Result<tsv::Dataset> {
+        let mut data = tsv::read_tsv(tsv::open_input(path)?, path, columns, self.header(), skip_bad_lines)?;
         if let Some(note) = &data.header_note {
             eprintln!("{note}");
         }
@@ -107,6 +121,17 @@ impl ColumnArgs {
         }
         Ok(data)
     }
+}
+
+/// A buffered writer to `path`, or to stdout without one.
+pub fn output(path: Option<&str>) -> Result<Box<dyn std::io::Write>> {
+    use anyhow::Context;
+    Ok(match path {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {path}"))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    })
 }
 
 /// How the pipeline runs: the flags of every inference example.

@@ -1,11 +1,14 @@
-//! What people do with the crate: classify, encode sentences, fill masks, paraphrase. Each pipeline loads
+//! What people do with the crate: classify texts and tokens, answer questions, encode sentences,
+//! fill masks, paraphrase. Each pipeline loads
 //! model, tokenizer and config together from a folder or a Hub id, and batches its inputs.
 
 mod fill_mask;
 mod options;
 mod paraphraser;
+mod question_answerer;
 mod sentence_encoder;
 mod text_classifier;
+mod token_classifier;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,8 +16,10 @@ use std::sync::Arc;
 pub use fill_mask::{FillMask, MaskCandidate};
 pub use options::PipelineOptions;
 pub use paraphraser::{Paraphrase, Paraphraser};
+pub use question_answerer::{Answer, QuestionAnswerer, QuestionAnswererOptions};
 pub use sentence_encoder::{cosine_similarity, Pooling, SentenceEncoder};
 pub use text_classifier::{Classification, TextClassifier};
+pub use token_classifier::{AggregationStrategy, Entity, TokenClassifier, TokenClassifierOptions};
 
 use crate::batching::{run_by_length, Batch};
 use crate::checkpoint::{Checkpoint, Load};

@@ -114,3 +114,95 @@ fn fill_mask_prints_candidates() {
     let best = want["top5"][0][0][0][0].as_str().unwrap();
     assert!(stdout.contains(&format!("[MASK] 1: {best} (")), "{stdout}");
 }
+
+fn jsonl(out: &Output) -> Vec<serde_json::Value> {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn assert_close(what: &str, ours: &serde_json::Value, theirs: &serde_json::Value) {
+    let (a, b) = (ours.as_f64().unwrap(), theirs.as_f64().unwrap());
+    assert!((a - b).abs() < 1e-4, "{what}: {a} vs {b}");
+}
+
+#[test]
+fn ner_writes_the_entities_of_each_row() {
+    let want = expected("ner");
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    // The empty text is no line of a file: it stays out.
+    let kept: Vec<usize> = (0..texts.len()).filter(|&i| !texts[i].is_empty()).collect();
+    let tsv: String = kept.iter().map(|&i| format!("{}\n", texts[i])).collect();
+    let out = run(
+        "ner",
+        &["--model", &model("ner"), "--aggregation-strategy", "average", "--no-header", "--batch-size", "3"],
+        Some(&tsv),
+    );
+    let rows = jsonl(&out);
+    assert_eq!(rows.len(), kept.len());
+    for (n, (row, &i)) in rows.iter().zip(&kept).enumerate() {
+        assert_eq!(row["index"], n);
+        let ours = row["entities"].as_array().unwrap();
+        let theirs = want["strategies"]["average"][i].as_array().unwrap();
+        assert_eq!(ours.len(), theirs.len(), "row {n}: {ours:?} vs {theirs:?}");
+        for (o, t) in ours.iter().zip(theirs) {
+            for key in ["entity_group", "word", "start", "end"] {
+                assert_eq!(o[key], t[key], "row {n}: {o} vs {t}");
+            }
+            assert_close(&format!("row {n}"), &o["score"], &t["score"]);
+        }
+    }
+    let out = run("ner", &["--model", &model("ner"), "--aggregation-strategy", "grouped"], Some("a text\n"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown aggregation strategy `grouped`"));
+}
+
+#[test]
+fn qa_writes_one_answer_or_the_best_answers_of_each_row() {
+    let want = expected("qa");
+    let cases = want["cases"].as_array().unwrap();
+    let field = |c: &serde_json::Value, k: &str| c[k].as_str().unwrap().to_string();
+    // The cases transformers answered with top_k 3 and otherwise default arguments.
+    let top3: Vec<&serde_json::Value> =
+        cases.iter().filter(|c| c["options"] == serde_json::json!({"top_k": 3})).collect();
+    assert!(top3.len() >= 2);
+    // Line 2 has an empty question: a bad line, skipped, and the rows after it keep their index.
+    let mut tsv = format!("{}\t{}\n\tno question\n", field(top3[0], "question"), field(top3[0], "context"));
+    for c in &top3[1..] {
+        tsv.push_str(&format!("{}\t{}\n", field(c, "question"), field(c, "context")));
+    }
+    let args = ["--model", &model("qa"), "--no-header", "--top-k", "3", "--skip-bad-lines"];
+    let out = run("qa", &args, Some(&tsv));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped -:2: the question is empty"));
+    let rows = jsonl(&out);
+    assert_eq!(rows.len(), top3.len());
+    for (row, (case, index)) in rows.iter().zip(top3.iter().zip([0].into_iter().chain(2..))) {
+        assert_eq!(row["index"], index);
+        let (ours, theirs) = (row["answers"].as_array().unwrap(), case["answers"].as_array().unwrap());
+        assert_eq!(ours.len(), theirs.len());
+        for (o, t) in ours.iter().zip(theirs) {
+            for key in ["answer", "start", "end"] {
+                assert_eq!(o[key], t[key], "row {index}: {o} vs {t}");
+            }
+            assert_close(&format!("row {index}"), &o["score"], &t["score"]);
+        }
+    }
+    // Without --skip-bad-lines the line is named and nothing is answered.
+    let out = run("qa", &args[..5], Some(&tsv));
+    assert!(!out.status.success() && out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-:2: the question is empty"));
+
+    // top_k 1: the answer's fields on the row itself, context first when the columns say so.
+    let case = cases.iter().find(|c| c["options"] == serde_json::json!({})).unwrap();
+    let tsv = format!("context\tquestion\n{}\t{}\n", field(case, "context"), field(case, "question"));
+    let out =
+        run("qa", &["--model", &model("qa"), "--text-col", "question", "--pair-col", "context"], Some(&tsv));
+    let rows = jsonl(&out);
+    let t = &case["answers"][0];
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (&rows[0]["index"], &rows[0]["answer"], &rows[0]["start"]),
+        (&0.into(), &t["answer"], &t["start"])
+    );
+    assert_eq!(rows[0]["end"], t["end"]);
+    assert_close("top_k 1", &rows[0]["score"], &t["score"]);
+}

@@ -13,6 +13,7 @@ mod hub;
 mod levels;
 mod model_behaviour;
 mod model_parity;
+mod ner_qa;
 mod pipelines;
 mod quantization;
 mod serve;
