@@ -79,6 +79,14 @@ impl Batch {
         }
     }
 
+    /// The `len` rows of sequence `b`: (len, width).
+    pub fn sequence(&self, xs: &Tensor, b: usize, len: usize) -> candle_core::Result<Tensor> {
+        match self {
+            Batch::Padded { .. } => xs.i(b)?.narrow(0, 0, len),
+            Batch::Packed { spans, .. } => xs.narrow(0, spans[b].0, len),
+        }
+    }
+
     /// The row of token `pos` of sequence `b`.
     pub fn token(&self, xs: &Tensor, b: usize, pos: usize) -> candle_core::Result<Tensor> {
         match self {

@@ -5,6 +5,7 @@ mod fill_mask;
 mod options;
 mod reranker;
 mod sentence_encoder;
+mod sentence_transformers;
 mod text_classifier;
 
 use std::path::{Path, PathBuf};
