@@ -168,7 +168,9 @@ impl SentenceEncoder {
         // As sentence-transformers measures it: the prompt alone, less its closing [SEP].
         let prompt_tokens =
             if prompt.is_empty() { 0 } else { pipeline.tokenizer.encode(&prompt)?.len().saturating_sub(1) };
-        let normalize_last = options.normalize == Some(true);
+        // Once is enough when nothing comes between the last Normalize and the end.
+        let normalized = truncate_dim.is_none() && matches!(modules.last(), Some(Module::Normalize(_)));
+        let normalize_last = options.normalize == Some(true) && !normalized;
         Ok(Self { pipeline, pooling, modules, prompt, prompt_tokens, truncate_dim, normalize_last })
     }
 
