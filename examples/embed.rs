@@ -2,6 +2,8 @@
 //!
 //! `cargo run --release --example embed -- --model <dir|hub id> --input sentences.txt --pooling mean`
 //! `... --query "a sentence"` ranks the input sentences by cosine similarity to the query instead.
+//! A sentence-transformers folder is encoded as its modules.json says, with `--prompt-name NAME`
+//! or `--prompt TEXT` (else its default prompt) and `--truncate-dim N`.
 
 use std::io::{IsTerminal, Write};
 
@@ -25,12 +27,25 @@ struct Args {
     /// Output file; .npy writes a float32 matrix, anything else JSONL. Default: JSONL on stdout.
     #[arg(long)]
     output: Option<String>,
-    /// cls, mean or pooler (default: the checkpoint's pooler if it has one, else mean).
+    /// cls, mean or pooler (default: the checkpoint's pooler if it has one, else mean; a
+    /// sentence-transformers folder's modules.json sets its own).
     #[arg(long)]
     pooling: Option<Pooling>,
+    /// Scale embeddings to unit length (the default without modules.json; after --truncate-dim).
+    #[arg(long, conflicts_with = "no_normalize")]
+    normalize: bool,
     /// Keep embeddings at their own length instead of scaling them to unit length.
     #[arg(long)]
     no_normalize: bool,
+    /// Put the folder's prompt of this name (config_sentence_transformers.json) before each sentence.
+    #[arg(long, conflicts_with = "prompt")]
+    prompt_name: Option<String>,
+    /// Put this text before each sentence.
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Cut embeddings to their first N values (Matryoshka).
+    #[arg(long, value_name = "N")]
+    truncate_dim: Option<usize>,
     /// Rank the input sentences by cosine similarity to this text.
     #[arg(long)]
     query: Option<String>,
@@ -42,9 +57,21 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     let args = Args::parse();
-    let mut options = args.run.options()?.with_normalize(!args.no_normalize);
+    let mut options = args.run.options()?;
+    if args.normalize || args.no_normalize {
+        options = options.with_normalize(args.normalize);
+    }
     if let Some(pooling) = args.pooling {
         options = options.with_pooling(pooling);
+    }
+    if let Some(name) = &args.prompt_name {
+        options = options.with_prompt_name(name);
+    }
+    if let Some(prompt) = &args.prompt {
+        options = options.with_prompt(prompt);
+    }
+    if let Some(dim) = args.truncate_dim {
+        options = options.with_truncate_dim(dim);
     }
     let encoder = SentenceEncoder::from_pretrained_with(&args.model, options)
         .with_context(|| format!("loading {}", args.model))?;

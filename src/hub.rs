@@ -139,9 +139,20 @@ const WEIGHT_FILES: [&str; 4] = [
     "pytorch_model.bin.index.json",
 ];
 
-/// Tokenizer and config files fetched when the repo has them.
-const OPTIONAL_FILES: [&str; 4] =
-    ["tokenizer_config.json", "vocab.txt", "tokenizer.json", "special_tokens_map.json"];
+/// Tokenizer and config files fetched when the repo has them, sentence-transformers' included.
+const OPTIONAL_FILES: [&str; 7] = [
+    "tokenizer_config.json",
+    "vocab.txt",
+    "tokenizer.json",
+    "special_tokens_map.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+];
+
+/// The files of a sentence-transformers module in its subfolder (a Pooling's config, a Dense's
+/// config and weights), fetched when the repo has them.
+const MODULE_FILES: [&str; 3] = ["config.json", "model.safetensors", "pytorch_model.bin"];
 
 /// Tries per request: a 5xx, a 429 or a broken connection is retried after 0.5 s, 1 s, 2 s.
 const ATTEMPTS: u32 = 4;
@@ -180,6 +191,19 @@ pub(crate) fn resolve(model: &Path, revision: Option<&str>, hub: &HubOptions) ->
         ));
     }
     repo.download()
+}
+
+/// The subfolders a sentence-transformers `modules.json` names (the Transformer's is the root).
+fn module_folders(path: &Path) -> Result<Vec<String>> {
+    let list = crate::tokenizer::read_json_if_exists(path)?.unwrap_or_default();
+    Ok(list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("path")?.as_str())
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect())
 }
 
 /// A model name that is a path, not a Hub id: an id is `name` or `org/name` of letters, digits,
@@ -293,8 +317,19 @@ impl<'a> Repo<'a> {
                  (junnyu's checkpoints keep safetensors on branches such as refs/pr/1)",
             ));
         }
+        let mut modules = None;
         for file in OPTIONAL_FILES {
-            self.fetch(&client, Some(commit), file)?;
+            let cached = self.fetch(&client, Some(commit), file)?;
+            if file == "modules.json" {
+                modules = cached;
+            }
+        }
+        if let Some(modules) = modules {
+            for sub in module_folders(&modules.path)? {
+                for file in MODULE_FILES {
+                    self.fetch(&client, Some(commit), &format!("{sub}/{file}"))?;
+                }
+            }
         }
         Ok(self.folder.join("snapshots").join(commit))
     }

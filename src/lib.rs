@@ -14,9 +14,10 @@
 //! A map of the crate:
 //! - pipelines, for most users: [`TextClassifier`], [`TokenClassifier`] (entities, with
 //!   [`TokenClassifierOptions`]), [`QuestionAnswerer`] (answer spans, with
-//!   [`QuestionAnswererOptions`]), [`SentenceEncoder`], [`FillMask`], [`Paraphraser`] (the sim
-//!   checkpoints' similar sentences), set up with [`PipelineOptions`] (device, dtype, batching,
-//!   pooling, [`HubOptions`]);
+//!   [`QuestionAnswererOptions`]), [`SentenceEncoder`] (sentence-transformers folders included:
+//!   modules, prompts, Matryoshka), [`Reranker`] (cross-encoders), [`FillMask`], [`Paraphraser`]
+//!   (the sim checkpoints' similar sentences), set up with [`PipelineOptions`] (device, dtype,
+//!   batching, pooling, prompts, [`HubOptions`]);
 //! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
 //!   and a `VarBuilder`, or loaded with [`load_dir`] / [`Checkpoint`] (safetensors, shards,
 //!   `pytorch_model.bin`), run on [`Inputs`]; [`RoFormerForCausalLM::generate`] with
@@ -72,7 +73,8 @@ pub use hub::{DownloadProgress, HubOptions};
 pub use model::{Inputs, Pooler, RoFormerModel};
 pub use pipelines::{
     cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate, Paraphrase,
-    Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, SentenceEncoder, TextClassifier,
+    Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, Ranked, Reranker,
+    SentenceEncoder, TextClassifier,
     TokenClassifier, TokenClassifierOptions,
 };
 pub use quantization::Quantization;

@@ -1,12 +1,14 @@
 //! What people do with the crate: classify texts and tokens, answer questions, encode sentences,
-//! fill masks, paraphrase. Each pipeline loads
+//! rerank, fill masks, paraphrase. Each pipeline loads
 //! model, tokenizer and config together from a folder or a Hub id, and batches its inputs.
 
 mod fill_mask;
 mod options;
 mod paraphraser;
 mod question_answerer;
+mod reranker;
 mod sentence_encoder;
+mod sentence_transformers;
 mod text_classifier;
 mod token_classifier;
 
@@ -17,6 +19,7 @@ pub use fill_mask::{FillMask, MaskCandidate};
 pub use options::PipelineOptions;
 pub use paraphraser::{Paraphrase, Paraphraser};
 pub use question_answerer::{Answer, QuestionAnswerer, QuestionAnswererOptions};
+pub use reranker::{Ranked, Reranker};
 pub use sentence_encoder::{cosine_similarity, Pooling, SentenceEncoder};
 pub use text_classifier::{Classification, TextClassifier};
 pub use token_classifier::{AggregationStrategy, Entity, TokenClassifier, TokenClassifierOptions};

@@ -55,7 +55,7 @@ impl Paraphraser {
     /// has one.
     pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
         let pipeline: Pipeline<RoFormerForCausalLM> = Pipeline::load(model.as_ref(), options)?;
-        let encoder = SentenceEncoder::around(pipeline.with_model(pipeline.model.roformer().clone()))?;
+        let encoder = SentenceEncoder::around(pipeline.with_model(pipeline.model.roformer().clone()), None)?;
         Ok(Self { pipeline, encoder })
     }
 

@@ -2,13 +2,14 @@
 
 use std::path::Path;
 
-use candle_core::DType;
+use candle_core::{DType, Tensor};
 
+use super::sentence_transformers::{self as st, Module, Normalize, SentenceTransformers};
 use super::{Pipeline, PipelineOptions, TextClassifier};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::model::RoFormerModel;
-use crate::tokenizer::{Encoded, Tokenizer};
+use crate::tokenizer::{Encoded, Tokenizer, Truncation};
 
 /// How a sentence encoder turns token states into one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,13 +34,23 @@ impl std::str::FromStr for Pooling {
     }
 }
 
-/// Sentence embeddings from any RoFormer checkpoint: a bare encoder, or a task model through
-/// its encoder.
+/// Sentence embeddings from any RoFormer checkpoint: a bare encoder, a task model through its
+/// encoder, or a sentence-transformers folder.
 ///
-/// The checkpoint decides the defaults: one with junnyu's pooler (the sim checkpoints) is
-/// encoded as its authors do, pooler on `[CLS]` with a linear activation, bidirectional attention,
-/// L2-normalised; any other is mean-pooled over real tokens and L2-normalised.
-/// [`PipelineOptions::with_pooling`] and [`PipelineOptions::with_normalize`] override them.
+/// A folder with `modules.json` is encoded as sentence-transformers encodes it: the Transformer
+/// module's `max_seq_length`, the Pooling module's modes (cls, max, mean, mean_sqrt_len_tokens,
+/// weightedmean, lasttoken, with `include_prompt`), then its Dense and Normalize modules in
+/// order; the prompt of [`PipelineOptions::with_prompt`] or [`PipelineOptions::with_prompt_name`]
+/// (else the folder's `default_prompt_name`) is put before each text. Any other checkpoint
+/// decides the defaults itself: one with junnyu's pooler (the sim checkpoints) is encoded as its
+/// authors do, pooler on `[CLS]` with a linear activation, bidirectional attention,
+/// L2-normalised; any other is mean-pooled over real tokens and L2-normalised;
+/// [`PipelineOptions::with_pooling`] overrides the pooling there.
+///
+/// After the modules (the normalisation, for a folder without `modules.json`), embeddings are cut
+/// to [`PipelineOptions::with_truncate_dim`] (or the folder's `truncate_dim`), which gives up
+/// unit length as in sentence-transformers; `with_normalize(true)` scales them to unit length
+/// after the cut, `with_normalize(false)` leaves the normalisation out.
 ///
 /// ```no_run
 /// # fn main() -> roformer::Result<()> {
@@ -54,8 +65,24 @@ impl std::str::FromStr for Pooling {
 #[derive(Debug)]
 pub struct SentenceEncoder {
     pipeline: Pipeline<RoFormerModel>,
-    pooling: Pooling,
-    normalize: bool,
+    pooling: Pool,
+    /// Dense and Normalize modules after the pooling.
+    modules: Vec<Module>,
+    /// Put before each text by [`SentenceEncoder::encode`]; empty for none.
+    prompt: String,
+    /// Tokens of the prompt, `[CLS]` included: what a pooling without the prompt leaves out.
+    prompt_tokens: usize,
+    /// Embeddings are cut to this length, when shorter than they are.
+    truncate_dim: Option<usize>,
+    /// Whether embeddings are scaled to unit length after the cut.
+    normalize_last: bool,
+}
+
+/// The pooling of a plain checkpoint, or of a sentence-transformers folder.
+#[derive(Debug)]
+enum Pool {
+    Plain(Pooling),
+    SentenceTransformers(st::Pooling),
 }
 
 impl SentenceEncoder {
@@ -66,68 +93,156 @@ impl SentenceEncoder {
 
     /// Loads any RoFormer checkpoint from a folder or a Hub id.
     pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
-        Self::around(Pipeline::load(model.as_ref(), options)?)
+        let mut pipeline = Pipeline::load(model.as_ref(), options)?;
+        let folder =
+            SentenceTransformers::read(&pipeline.dir, pipeline.config.hidden_size, &pipeline.options.device)?;
+        if let Some(max_seq_length) = folder.as_ref().and_then(|f| f.max_seq_length) {
+            if pipeline.options.max_length.is_none() {
+                pipeline.tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_seq_length))?;
+                pipeline.max_length = max_seq_length;
+            }
+        }
+        Self::around(pipeline, folder)
     }
 
     /// The encoder under a classifier, sharing its weights, tokenizer and threads: embeddings of
     /// a classification checkpoint without loading it twice.
     pub fn from_classifier(classifier: &TextClassifier) -> Result<Self> {
-        Self::around(classifier.pipeline.with_model(classifier.model().roformer().clone()))
+        Self::around(classifier.pipeline.with_model(classifier.model().roformer().clone()), None)
     }
 
-    pub(super) fn around(pipeline: Pipeline<RoFormerModel>) -> Result<Self> {
-        let has_pooler = pipeline.model.pooler().is_some();
-        let pooling =
-            pipeline.options.pooling.unwrap_or(if has_pooler { Pooling::Pooler } else { Pooling::Mean });
-        if pooling == Pooling::Pooler && !has_pooler {
-            return Err(Error::Input(format!(
-                "pooling `pooler` needs `roformer.pooler.dense` weights, which {} lacks",
-                pipeline.dir.display()
-            )));
+    pub(super) fn around(pipeline: Pipeline<RoFormerModel>, folder: Option<SentenceTransformers>) -> Result<Self> {
+        let options = &pipeline.options;
+        let hidden_size = pipeline.config.hidden_size;
+        let (pooling, mut modules, prompt, dim, folder_truncate_dim) = match folder {
+            Some(folder) => {
+                if options.pooling.is_some() {
+                    return Err(Error::Input(format!(
+                        "{} is a sentence-transformers folder, whose modules.json sets the pooling: \
+                         leave the pooling option to folders without one",
+                        pipeline.dir.display()
+                    )));
+                }
+                let prompt = folder.prompt(options.prompt.as_deref(), options.prompt_name.as_deref())?;
+                let dim = folder.dim(hidden_size);
+                (Pool::SentenceTransformers(folder.pooling), folder.modules, prompt, dim, folder.truncate_dim)
+            }
+            None => {
+                if let Some(name) = &options.prompt_name {
+                    return Err(Error::Input(format!(
+                        "unknown prompt name `{name}`: {} has no config_sentence_transformers.json with prompts",
+                        pipeline.dir.display()
+                    )));
+                }
+                let has_pooler = pipeline.model.pooler().is_some();
+                let pooling =
+                    options.pooling.unwrap_or(if has_pooler { Pooling::Pooler } else { Pooling::Mean });
+                if pooling == Pooling::Pooler && !has_pooler {
+                    return Err(Error::Input(format!(
+                        "pooling `pooler` needs `roformer.pooler.dense` weights, which {} lacks",
+                        pipeline.dir.display()
+                    )));
+                }
+                let modules = if options.normalize.unwrap_or(true) {
+                    vec![Module::Normalize(Normalize)]
+                } else {
+                    vec![]
+                };
+                (Pool::Plain(pooling), modules, options.prompt.clone(), hidden_size, None)
+            }
+        };
+        if options.normalize == Some(false) {
+            modules.retain(|m| !matches!(m, Module::Normalize(_)));
         }
-        let normalize = pipeline.options.normalize.unwrap_or(true);
-        Ok(Self { pipeline, pooling, normalize })
+        let truncate_dim = match options.truncate_dim.or(folder_truncate_dim) {
+            Some(0) => return Err(Error::Input("truncate_dim must be at least 1".into())),
+            Some(d) if d > dim => {
+                return Err(Error::Input(format!(
+                    "truncate_dim {d} is more than the embeddings' {dim} values"
+                )))
+            }
+            Some(d) if d < dim => Some(d),
+            _ => None,
+        };
+        let prompt = prompt.unwrap_or_default();
+        // As sentence-transformers measures it: the prompt alone, less its closing [SEP].
+        let prompt_tokens =
+            if prompt.is_empty() { 0 } else { pipeline.tokenizer.encode(&prompt)?.len().saturating_sub(1) };
+        // Once is enough when nothing comes between the last Normalize and the end.
+        let normalized = truncate_dim.is_none() && matches!(modules.last(), Some(Module::Normalize(_)));
+        let normalize_last = options.normalize == Some(true) && !normalized;
+        Ok(Self { pipeline, pooling, modules, prompt, prompt_tokens, truncate_dim, normalize_last })
     }
 
-    /// One embedding per text, in input order; an empty slice gives an empty result.
+    /// One embedding per text, in input order, each text after the prompt (if any); an empty
+    /// slice gives an empty result.
     pub fn encode<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>> {
-        let encodings = self.pipeline.tokenizer.encode_batch(texts)?;
-        self.encode_tokenized(&encodings)
+        let encodings = if self.prompt.is_empty() {
+            self.pipeline.tokenizer.encode_batch(texts)?
+        } else {
+            let prompted: Vec<String> =
+                texts.iter().map(|t| format!("{}{}", self.prompt, t.as_ref())).collect();
+            self.pipeline.tokenizer.encode_batch(&prompted)?
+        };
+        self.embed(&encodings, self.prompt_tokens)
     }
 
-    /// One embedding per encoding from [`SentenceEncoder::tokenizer`], in input order.
+    /// One embedding per encoding from [`SentenceEncoder::tokenizer`], in input order, as given:
+    /// no prompt is put before them, nor left out of the pooling.
     pub fn encode_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Vec<f32>>> {
+        self.embed(encodings, 0)
+    }
+
+    fn embed(&self, encodings: &[Encoded], prompt_tokens: usize) -> Result<Vec<Vec<f32>>> {
         let pipeline = &self.pipeline;
         let packed = pipeline.model.packs_batches();
-        pipeline.run(encodings, packed, |batch, _| {
+        pipeline.run(encodings, packed, |batch, encodings| {
             let hidden = pipeline.model.run(batch, false, None, None)?;
-            let pooled = match self.pooling {
-                Pooling::Cls => batch.first_tokens(&hidden)?,
-                Pooling::Mean => batch.mean(&hidden)?,
-                Pooling::Pooler => match pipeline.model.pooler() {
+            let mut pooled = match &self.pooling {
+                Pool::Plain(Pooling::Cls) => batch.first_tokens(&hidden)?,
+                Pool::Plain(Pooling::Mean) => batch.mean(&hidden)?,
+                Pool::Plain(Pooling::Pooler) => match pipeline.model.pooler() {
                     Some(pooler) => pooler.pool(&batch.first_tokens(&hidden)?)?,
                     None => return Err(Error::Input("the checkpoint has no pooler".into())),
                 },
-            };
-            let pooled = pooled.to_dtype(DType::F32)?;
-            let pooled = if self.normalize {
-                let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::INFINITY)?;
-                pooled.broadcast_div(&norm)?
-            } else {
-                pooled
-            };
+                Pool::SentenceTransformers(pooling) => {
+                    let hidden = hidden.to_dtype(DType::F32)?;
+                    let rows = encodings
+                        .iter()
+                        .enumerate()
+                        .map(|(b, e)| pooling.pool(&batch.tokens(&hidden, b, e.len())?, prompt_tokens))
+                        .collect::<Result<Vec<_>>>()?;
+                    Tensor::stack(&rows, 0)?
+                }
+            }
+            .to_dtype(DType::F32)?;
+            for module in &self.modules {
+                pooled = module.forward(&pooled)?;
+            }
+            if let Some(dim) = self.truncate_dim {
+                pooled = pooled.narrow(1, 0, dim)?;
+            }
+            if self.normalize_last {
+                pooled = Normalize.forward(&pooled)?;
+            }
             Ok(pooled.to_vec2::<f32>()?)
         })
     }
 
-    /// The pooling in use.
+    /// The pooling in use; for a sentence-transformers folder, [`Pooling::Cls`] when its Pooling
+    /// module takes the first token alone, else [`Pooling::Mean`] (its `1_Pooling/config.json`
+    /// names the modes).
     pub fn pooling(&self) -> Pooling {
-        self.pooling
+        match &self.pooling {
+            Pool::Plain(pooling) => *pooling,
+            Pool::SentenceTransformers(pooling) => pooling.as_public(),
+        }
     }
 
     /// Whether embeddings are scaled to unit length.
     pub fn normalize(&self) -> bool {
-        self.normalize
+        self.normalize_last
+            || (self.truncate_dim.is_none() && matches!(self.modules.last(), Some(Module::Normalize(_))))
     }
 
     /// Inputs are truncated to this many tokens, special tokens included.
@@ -137,7 +252,17 @@ impl SentenceEncoder {
 
     /// The length of each embedding.
     pub fn dim(&self) -> usize {
-        self.pipeline.config.hidden_size
+        self.truncate_dim.unwrap_or_else(|| self.full_dim())
+    }
+
+    /// The length of embeddings before any truncate_dim.
+    fn full_dim(&self) -> usize {
+        let hidden_size = self.pipeline.config.hidden_size;
+        let pooled = match &self.pooling {
+            Pool::Plain(_) => hidden_size,
+            Pool::SentenceTransformers(pooling) => pooling.dim(hidden_size),
+        };
+        self.modules.iter().fold(pooled, |dim, m| m.out_dim(dim))
     }
 
     /// The checkpoint's configuration.

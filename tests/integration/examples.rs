@@ -106,6 +106,85 @@ fn embed_writes_jsonl_and_npy() {
 }
 
 #[test]
+fn embed_follows_a_sentence_transformers_folder_and_keeps_its_old_flags() {
+    let dir = crate::support::fixture("sentence_transformers/st6_cls_dense");
+    let path = dir.join("expected.json");
+    let want: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let input = texts.join("\n") + "\n";
+    let model = dir.to_string_lossy().into_owned();
+    let rows = |args: &[&str]| -> Vec<serde_json::Value> {
+        let out =
+            run("embed", &[&["--model", model.as_str(), "--batch-size", "2"], args].concat(), Some(&input));
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let check = |what: &str, rows: &[serde_json::Value], reference: &serde_json::Value| {
+        let reference = reference.as_array().unwrap();
+        assert_eq!(rows.len(), reference.len(), "{what}");
+        for (i, (row, want)) in rows.iter().zip(reference).enumerate() {
+            assert_eq!(row["index"], i, "{what}");
+            let (ours, want) = (row["embedding"].as_array().unwrap(), want.as_array().unwrap());
+            assert_eq!(ours.len(), want.len(), "{what}: row {i}");
+            for (a, b) in ours.iter().zip(want) {
+                assert!((a.as_f64().unwrap() - b.as_f64().unwrap()).abs() < 1e-4, "{what}: row {i}");
+            }
+        }
+    };
+    check("default prompt", &rows(&[]), &want["default"]);
+    check("--prompt-name passage", &rows(&["--prompt-name", "passage"]), &want["prompt_name"]["passage"]);
+    check("--prompt", &rows(&["--prompt", "literal: "]), &want["prompt"]["literal: "]);
+    check("--truncate-dim 16", &rows(&["--truncate-dim", "16"]), &want["truncate_dim"]["16"]);
+    // --normalize, which scripts of last month pass, is the default's alias: the folder already
+    // normalizes, so nothing changes without a cut.
+    check("--normalize", &rows(&["--normalize"]), &want["default"]);
+
+    let out = run("embed", &["--model", &model, "--prompt-name", "search"], Some(&input));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("unknown prompt name `search`"), "{stderr}");
+    let out = run("embed", &["--model", &model, "--normalize", "--no-normalize"], Some(&input));
+    assert!(!out.status.success());
+}
+
+#[test]
+fn embed_accepts_normalize_on_a_plain_checkpoint() {
+    let want = expected("sim");
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let input = texts.join("\n") + "\n";
+    let rows = |args: &[&str]| -> Vec<Vec<f64>> {
+        let out = run(
+            "embed",
+            &[&["--model", model("sim").as_str(), "--pooling", "mean"], args].concat(),
+            Some(&input),
+        );
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["embedding"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect()
+            })
+            .collect()
+    };
+    let (normalized, default) = (rows(&["--normalize"]), rows(&[]));
+    assert_eq!(normalized.len(), default.len());
+    for (a, b) in normalized.iter().flatten().zip(default.iter().flatten()) {
+        assert!((a - b).abs() < 1e-6);
+    }
+    for (row, raw) in normalized.iter().zip(want["mean"].as_array().unwrap()) {
+        let raw: Vec<f64> = raw.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        let norm = raw.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-12);
+        for (a, b) in row.iter().zip(&raw) {
+            assert!((a - b / norm).abs() < 1e-4);
+        }
+    }
+}
+
+#[test]
 fn fill_mask_prints_candidates() {
     let out = run("fill_mask", &["--model", &model("mlm"), "--top-k", "3", "the [MASK] was good"], None);
     assert!(out.status.success());

@@ -179,7 +179,7 @@ fn respond(hub: &mut Hub, request: &Logged, cdn_port: u16) -> Answer {
         }
         return answer;
     }
-    let Some((repo, rest)) = path.split_once("/resolve/") else { return answer("404 Not Found", &[]) };
+    let Some((repo, _)) = path.split_once("/resolve/") else { return answer("404 Not Found", &[]) };
     let repo = repo.trim_start_matches('/').to_string();
     if let Some(new) = hub.renamed.get(&repo) {
         let rest = request.path.split_once("/resolve/").map(|(_, r)| r).unwrap_or_default();
@@ -189,7 +189,12 @@ fn respond(hub: &mut Hub, request: &Logged, cdn_port: u16) -> Answer {
         *n = n.saturating_sub(if *n == usize::MAX { 0 } else { 1 });
         return error("500 Internal Server Error", None, "Internal Error");
     }
-    let Some((revision, file)) = rest.rsplit_once('/') else { return answer("404 Not Found", &[]) };
+    // The revision is URL-encoded, so its end is the first slash of the raw path; a file may be in
+    // a subfolder.
+    let raw = request.path.split('?').next().unwrap_or_default();
+    let raw_rest = raw.split_once("/resolve/").map_or("", |(_, r)| r);
+    let Some((revision, file)) = raw_rest.split_once('/') else { return answer("404 Not Found", &[]) };
+    let revision = &revision.replace("%2F", "/");
     if request.auth.as_deref() == Some("Bearer hf_revoked") {
         // What huggingface.co answers a token it does not know, whatever the repo.
         return error("401 Unauthorized", None, "Invalid credentials in Authorization header");
@@ -628,6 +633,30 @@ fn sharded_pytorch_checkpoints_are_fetched() {
     let before = server.requests();
     SentenceEncoder::from_pretrained_with("test-org/bin-shards", server.options(&cache)).unwrap();
     assert_eq!(server.requests(), before);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn a_sentence_transformers_repo_brings_its_modules() {
+    // modules.json names subfolders: their configs and weights come with the model.
+    let folder = crate::support::fixture("sentence_transformers/st6_cls_dense");
+    let mut hub = Hub::default();
+    hub.repos.insert(("test-org/st".into(), "main".into()), folder.clone());
+    let server = FakeHub::start(hub);
+    let cache = cache("st");
+    let remote = SentenceEncoder::from_pretrained_with("test-org/st", server.options(&cache)).unwrap();
+    for file in [
+        "modules.json",
+        "config_sentence_transformers.json",
+        "1_Pooling/config.json",
+        "2_Dense/model.safetensors",
+    ] {
+        assert!(remote.path().join(file).is_file(), "{file}");
+    }
+    let local = SentenceEncoder::from_pretrained(&folder).unwrap();
+    let texts = ["a great film", ""];
+    assert_eq!(local.encode(&texts).unwrap(), remote.encode(&texts).unwrap());
+    assert_eq!(remote.dim(), 24);
     let _ = std::fs::remove_dir_all(&cache);
 }
 

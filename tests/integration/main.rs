@@ -16,6 +16,7 @@ mod model_parity;
 mod ner_qa;
 mod pipelines;
 mod quantization;
+mod sentence_transformers;
 mod serve;
 mod tokenizer_behaviour;
 mod tokenizer_parity;

@@ -136,13 +136,7 @@ impl Scratch {
     pub fn copy_of(folder: &std::path::Path, tag: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("roformer-test-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for entry in std::fs::read_dir(folder).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_file() {
-                std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-            }
-        }
+        copy_dir(folder, &dir);
         Scratch(dir)
     }
 
@@ -183,6 +177,20 @@ impl Scratch {
             let first = index["weight_map"].as_object().unwrap().keys().next().unwrap().clone();
             index["weight_map"][&first] = shard.into();
         })
+    }
+}
+
+/// Copies the files of `from`, subfolders included (a sentence-transformers folder's modules), into `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
     }
 }
 

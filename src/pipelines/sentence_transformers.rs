@@ -1,0 +1,572 @@
+//! sentence-transformers folders: `modules.json` and the modules it lists (Transformer, Pooling,
+//! Dense, Normalize), `sentence_bert_config.json` and `config_sentence_transformers.json`, read
+//! as sentence-transformers 6 reads them, in its own layout and in that of older releases.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use serde_json::Value;
+
+use crate::activation::Activation;
+use crate::checkpoint::Checkpoint;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::layers::Linear;
+use crate::tokenizer::read_json_if_exists;
+
+/// What a sentence-transformers folder asks of the sentence encoder.
+#[derive(Debug, Clone)]
+pub(super) struct SentenceTransformers {
+    /// The Transformer module's max_seq_length (sentence_bert_config.json), if it sets one.
+    pub max_seq_length: Option<usize>,
+    pub pooling: Pooling,
+    /// Dense and Normalize modules after the pooling, in order.
+    pub modules: Vec<Module>,
+    /// Prompt texts by name.
+    pub prompts: BTreeMap<String, String>,
+    pub default_prompt_name: Option<String>,
+    pub truncate_dim: Option<usize>,
+    /// config_sentence_transformers.json, named in errors about prompts.
+    pub config_path: PathBuf,
+}
+
+/// A module after the pooling.
+#[derive(Debug, Clone)]
+pub(super) enum Module {
+    Dense(Dense),
+    Normalize(Normalize),
+}
+
+impl Module {
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Module::Dense(dense) => dense.forward(xs),
+            Module::Normalize(normalize) => normalize.forward(xs),
+        }
+    }
+
+    /// The length of its output for inputs of `dim`.
+    pub fn out_dim(&self, dim: usize) -> usize {
+        match self {
+            Module::Dense(dense) => dense.out_features,
+            Module::Normalize(_) => dim,
+        }
+    }
+}
+
+/// The module kinds this crate runs, by the class names of sentence-transformers 6 and of the
+/// `sentence_transformers.models` package of older releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Transformer,
+    Pooling,
+    Dense,
+    Normalize,
+}
+
+impl Kind {
+    const NAMES: [(&'static str, Kind); 8] = [
+        ("sentence_transformers.base.modules.transformer.Transformer", Kind::Transformer),
+        ("sentence_transformers.models.Transformer", Kind::Transformer),
+        ("sentence_transformers.sentence_transformer.modules.pooling.Pooling", Kind::Pooling),
+        ("sentence_transformers.models.Pooling", Kind::Pooling),
+        ("sentence_transformers.base.modules.dense.Dense", Kind::Dense),
+        ("sentence_transformers.models.Dense", Kind::Dense),
+        ("sentence_transformers.base.modules.normalize.Normalize", Kind::Normalize),
+        ("sentence_transformers.models.Normalize", Kind::Normalize),
+    ];
+
+    fn from_type(name: &str) -> Option<Kind> {
+        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, k)| *k)
+    }
+}
+
+fn config_error(path: &Path, field: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::Config { path: Some(path.to_path_buf()), field: field.into(), message: message.into() }
+}
+
+impl SentenceTransformers {
+    /// The folder's modules, or `None` when it has no `modules.json`. Dense weights are loaded
+    /// in f32 on `device`; `hidden_size` is what the Transformer module gives the pooling.
+    pub fn read(dir: &Path, hidden_size: usize, device: &Device) -> Result<Option<Self>> {
+        let modules_path = dir.join("modules.json");
+        let Some(list) = read_json_if_exists(&modules_path)? else { return Ok(None) };
+        let entries = list.as_array().ok_or_else(|| {
+            config_error(&modules_path, "", "expected a list of modules ({\"type\", \"path\", ...})")
+        })?;
+        let mut kinds = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let field = |name: &str| format!("[{i}].{name}");
+            let text = |name: &str| {
+                entry
+                    .get(name)
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| config_error(&modules_path, field(name), "missing, or not a string"))
+            };
+            let type_name = text("type")?;
+            let kind = Kind::from_type(type_name).ok_or_else(|| {
+                let known: Vec<&str> = Kind::NAMES.iter().map(|(n, _)| *n).collect();
+                config_error(
+                    &modules_path,
+                    field("type"),
+                    format!("module `{type_name}` is not supported (supported: {})", known.join(", ")),
+                )
+            })?;
+            let sub = text("path")?;
+            if Path::new(sub).components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+                return Err(config_error(
+                    &modules_path,
+                    field("path"),
+                    format!("`{sub}` is not a subfolder"),
+                ));
+            }
+            kinds.push((kind, sub.to_string(), field("type")));
+        }
+
+        let mut iter = kinds.into_iter();
+        let max_seq_length = match iter.next() {
+            Some((Kind::Transformer, sub, _)) if sub.is_empty() => read_max_seq_length(dir)?,
+            Some((Kind::Transformer, sub, field)) => {
+                return Err(config_error(
+                    &modules_path,
+                    field,
+                    format!("the Transformer module must be the folder itself, not `{sub}`"),
+                ))
+            }
+            _ => {
+                return Err(config_error(&modules_path, "[0].type", "the first module must be a Transformer"))
+            }
+        };
+        let pooling = match iter.next() {
+            Some((Kind::Pooling, sub, _)) => Pooling::read(&dir.join(sub).join("config.json"), hidden_size)?,
+            Some((_, _, field)) => {
+                return Err(config_error(
+                    &modules_path,
+                    field,
+                    "a Pooling module must follow the Transformer",
+                ))
+            }
+            None => {
+                return Err(config_error(
+                    &modules_path,
+                    "",
+                    "no Pooling module: the folder gives token embeddings, not sentence embeddings",
+                ))
+            }
+        };
+        let mut dim = pooling.dim(hidden_size);
+        let mut modules = Vec::new();
+        for (kind, sub, field) in iter {
+            let module = match kind {
+                Kind::Dense => {
+                    let dense = Dense::read(&dir.join(sub), dim, device)?;
+                    dim = dense.out_features;
+                    Module::Dense(dense)
+                }
+                Kind::Normalize => Module::Normalize(Normalize),
+                Kind::Transformer | Kind::Pooling => {
+                    return Err(config_error(
+                        &modules_path,
+                        field,
+                        "only Dense and Normalize may follow the Pooling",
+                    ))
+                }
+            };
+            modules.push(module);
+        }
+
+        let config_path = dir.join("config_sentence_transformers.json");
+        let config = read_json_if_exists(&config_path)?.unwrap_or(Value::Null);
+        let mut prompts = BTreeMap::new();
+        if let Some(map) = config.get("prompts").filter(|p| !p.is_null()) {
+            let map = map
+                .as_object()
+                .ok_or_else(|| config_error(&config_path, "prompts", "expected an object of prompt texts"))?;
+            for (name, text) in map {
+                let text = text.as_str().ok_or_else(|| {
+                    config_error(&config_path, format!("prompts.{name}"), "expected a string")
+                })?;
+                prompts.insert(name.clone(), text.to_string());
+            }
+        }
+        let default_prompt_name = match config.get("default_prompt_name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) if prompts.contains_key(name) => Some(name.clone()),
+            Some(other) => {
+                return Err(config_error(
+                    &config_path,
+                    "default_prompt_name",
+                    format!("{other} is not one of the prompts ({})", names(&prompts)),
+                ))
+            }
+        };
+        let truncate_dim = match config.get("truncate_dim") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(value.as_u64().filter(|&n| n > 0).ok_or_else(|| {
+                config_error(&config_path, "truncate_dim", format!("{value} is not a positive integer"))
+            })? as usize),
+        };
+        Ok(Some(Self {
+            max_seq_length,
+            pooling,
+            modules,
+            prompts,
+            default_prompt_name,
+            truncate_dim,
+            config_path,
+        }))
+    }
+
+    /// The prompt to put before texts: `prompt` as given, else the prompt named `name`, else the
+    /// folder's default prompt.
+    pub fn prompt(&self, prompt: Option<&str>, name: Option<&str>) -> Result<Option<String>> {
+        match (prompt, name) {
+            (Some(_), Some(_)) => Err(Error::Input(
+                "give a prompt or a prompt name, not both (with_prompt, with_prompt_name)".into(),
+            )),
+            (Some(prompt), None) => Ok(Some(prompt.to_string())),
+            (None, Some(name)) => self.prompts.get(name).cloned().map(Some).ok_or_else(|| {
+                Error::Input(format!(
+                    "unknown prompt name `{name}`: {} has {}",
+                    self.config_path.display(),
+                    names(&self.prompts)
+                ))
+            }),
+            (None, None) => Ok(self.default_prompt_name.as_ref().and_then(|n| self.prompts.get(n)).cloned()),
+        }
+    }
+
+    /// The length of the embeddings before any truncate_dim.
+    pub fn dim(&self, hidden_size: usize) -> usize {
+        self.modules.iter().fold(self.pooling.dim(hidden_size), |dim, m| m.out_dim(dim))
+    }
+}
+
+fn names(prompts: &BTreeMap<String, String>) -> String {
+    if prompts.is_empty() {
+        "no prompts".into()
+    } else {
+        let names: Vec<String> = prompts.keys().map(|n| format!("`{n}`")).collect();
+        format!("the prompts {}", names.join(", "))
+    }
+}
+
+/// `max_seq_length` of sentence_bert_config.json (or the files older releases named after the
+/// architecture), when set; sentence-transformers 6 leaves it to the tokenizer's model_max_length.
+fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
+    for name in
+        ["sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"]
+    {
+        let path = dir.join(name);
+        let Some(config) = read_json_if_exists(&path)? else { continue };
+        return match config.get("max_seq_length") {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => value.as_u64().filter(|&n| n > 0).map(|n| Some(n as usize)).ok_or_else(|| {
+                config_error(&path, "max_seq_length", format!("{value} is not a positive integer"))
+            }),
+        };
+    }
+    Ok(None)
+}
+
+/// A pooling mode of sentence-transformers' Pooling module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    Cls,
+    Max,
+    Mean,
+    MeanSqrtLen,
+    WeightedMean,
+    LastToken,
+}
+
+impl Mode {
+    /// The names of `pooling_mode`, and the `pooling_mode_*` flags of older configs, in the order
+    /// older releases concatenate them.
+    const NAMES: [(&'static str, &'static str, Mode); 6] = [
+        ("cls", "pooling_mode_cls_token", Mode::Cls),
+        ("max", "pooling_mode_max_tokens", Mode::Max),
+        ("mean", "pooling_mode_mean_tokens", Mode::Mean),
+        ("mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens", Mode::MeanSqrtLen),
+        ("weightedmean", "pooling_mode_weightedmean_tokens", Mode::WeightedMean),
+        ("lasttoken", "pooling_mode_lasttoken", Mode::LastToken),
+    ];
+}
+
+/// sentence-transformers' Pooling module: one vector per mode from a sequence's token states,
+/// concatenated.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Pooling {
+    pub modes: Vec<Mode>,
+    /// When false, the prompt's tokens ([CLS] included) are left out of the pooling.
+    pub include_prompt: bool,
+}
+
+impl Pooling {
+    fn read(path: &Path, hidden_size: usize) -> Result<Self> {
+        let config = read_json_if_exists(path)?
+            .ok_or_else(|| config_error(path, "", "missing: the Pooling module's config"))?;
+        let mode_error = |field: &str, value: &Value| {
+            let known: Vec<&str> = Mode::NAMES.iter().map(|(n, _, _)| *n).collect();
+            config_error(path, field, format!("{value} is not a pooling mode ({})", known.join(", ")))
+        };
+        let by_name = |field: &str, value: &Value| {
+            value
+                .as_str()
+                .and_then(|s| Mode::NAMES.iter().find(|(n, _, _)| *n == s))
+                .map(|(_, _, m)| *m)
+                .ok_or_else(|| mode_error(field, value))
+        };
+        let modes = match config.get("pooling_mode") {
+            Some(Value::Array(list)) if !list.is_empty() => list
+                .iter()
+                .enumerate()
+                .map(|(i, v)| by_name(&format!("pooling_mode[{i}]"), v))
+                .collect::<Result<Vec<_>>>()?,
+            Some(value @ (Value::String(_) | Value::Array(_))) => vec![by_name("pooling_mode", value)?],
+            Some(value) => return Err(mode_error("pooling_mode", value)),
+            None => {
+                let flagged: Vec<Mode> = Mode::NAMES
+                    .iter()
+                    .filter(|(_, flag, _)| config.get(*flag).and_then(Value::as_bool).unwrap_or(false))
+                    .map(|(_, _, m)| *m)
+                    .collect();
+                if flagged.is_empty() {
+                    vec![Mode::Mean]
+                } else {
+                    flagged
+                }
+            }
+        };
+        for field in ["embedding_dimension", "word_embedding_dimension"] {
+            if let Some(value) = config.get(field) {
+                if value.as_u64() != Some(hidden_size as u64) {
+                    return Err(config_error(
+                        path,
+                        field,
+                        format!("{value}, but the transformer's hidden_size is {hidden_size}"),
+                    ));
+                }
+            }
+        }
+        let include_prompt = match config.get("include_prompt") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(config_error(path, "include_prompt", format!("{other} is not a boolean")))
+            }
+        };
+        Ok(Self { modes, include_prompt })
+    }
+
+    pub fn dim(&self, hidden_size: usize) -> usize {
+        self.modes.len() * hidden_size
+    }
+
+    /// One sequence's vector from its token states `xs` (tokens, hidden), in f32, leaving out
+    /// the first `skip` tokens (the prompt) as sentence-transformers masks them.
+    pub fn pool(&self, xs: &Tensor, skip: usize) -> Result<Tensor> {
+        let (len, hidden) = xs.dims2()?;
+        let start = if self.include_prompt { 0 } else { skip.min(len) };
+        let kept = len - start;
+        let device = xs.device();
+        let zeros = || Tensor::zeros(hidden, DType::F32, device);
+        let valid = xs.narrow(0, start, kept)?;
+        let mut parts = Vec::with_capacity(self.modes.len());
+        for mode in &self.modes {
+            let part = match mode {
+                // The first token the mask keeps: token 0 when it keeps none, as argmax gives.
+                Mode::Cls => xs.get(if kept > 0 { start } else { 0 })?,
+                Mode::Max if kept == 0 => Tensor::full(f32::NEG_INFINITY, hidden, device)?,
+                Mode::Max => valid.max(0)?,
+                Mode::Mean | Mode::MeanSqrtLen if kept == 0 => zeros()?,
+                Mode::Mean => (valid.sum(0)? / kept as f64)?,
+                Mode::MeanSqrtLen => (valid.sum(0)? / (kept as f64).sqrt())?,
+                Mode::WeightedMean if kept == 0 => zeros()?,
+                Mode::WeightedMean => {
+                    // Weights are positions from 1, the prompt's tokens keeping theirs.
+                    let weights: Vec<f32> = (start + 1..=len).map(|w| w as f32).collect();
+                    let total: f32 = weights.iter().sum();
+                    let weights = Tensor::from_vec(weights, (kept, 1), device)?;
+                    (valid.broadcast_mul(&weights)?.sum(0)? / total as f64)?
+                }
+                Mode::LastToken if kept == 0 => zeros()?,
+                Mode::LastToken => xs.get(len - 1)?,
+            };
+            parts.push(part);
+        }
+        Ok(Tensor::cat(&parts, 0)?)
+    }
+
+    /// The [`crate::Pooling`] that names this pooling, as far as one does.
+    pub fn as_public(&self) -> crate::Pooling {
+        if self.modes == [Mode::Cls] {
+            crate::Pooling::Cls
+        } else {
+            crate::Pooling::Mean
+        }
+    }
+}
+
+/// sentence-transformers' Dense module: `activation(x Wᵀ + b)`, plus `x` (or `x Rᵀ`) with
+/// `use_residual`.
+#[derive(Debug, Clone)]
+pub(super) struct Dense {
+    linear: Linear,
+    residual: Option<Residual>,
+    activation: Activation,
+    out_features: usize,
+}
+
+#[derive(Debug, Clone)]
+enum Residual {
+    Identity,
+    Projected(Linear),
+}
+
+impl Dense {
+    fn read(dir: &Path, in_dim: usize, device: &Device) -> Result<Self> {
+        let path = dir.join("config.json");
+        let config = read_json_if_exists(&path)?
+            .ok_or_else(|| config_error(&path, "", "missing: the Dense module's config"))?;
+        let size = |field: &str| {
+            config
+                .get(field)
+                .and_then(Value::as_u64)
+                .map(|n| n as usize)
+                .ok_or_else(|| config_error(&path, field, "missing, or not a size"))
+        };
+        let (in_features, out_features) = (size("in_features")?, size("out_features")?);
+        if in_features != in_dim {
+            return Err(config_error(
+                &path,
+                "in_features",
+                format!("{in_features}, but the module before gives vectors of {in_dim}"),
+            ));
+        }
+        let flag = |field: &str, default: bool| match config.get(field) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(config_error(&path, field, format!("{other} is not a boolean"))),
+        };
+        let (bias, use_residual) = (flag("bias", true)?, flag("use_residual", false)?);
+        for field in ["module_input_name", "module_output_name"] {
+            match config.get(field).and_then(Value::as_str) {
+                None | Some("sentence_embedding") => {}
+                Some(other) => {
+                    return Err(config_error(
+                        &path,
+                        field,
+                        format!("`{other}`: only sentence_embedding is supported"),
+                    ))
+                }
+            }
+        }
+        // sentence-transformers' Dense defaults to tanh when the config names none.
+        let activation = match config.get("activation_function").and_then(Value::as_str) {
+            None => Activation::Tanh,
+            Some(name) => torch_activation(name).ok_or_else(|| {
+                config_error(
+                    &path,
+                    "activation_function",
+                    format!("`{name}` is not supported (torch.nn Tanh, Identity, ReLU, GELU or SiLU)"),
+                )
+            })?,
+        };
+        let weights = Checkpoint::open(dir)?;
+        let tensor = |name: &str, shape: &[usize]| -> Result<Tensor> {
+            let t = weights.tensor(name)?;
+            if t.dims() != shape {
+                return Err(Error::ShapeMismatch {
+                    path: weights.path().to_path_buf(),
+                    tensor: name.into(),
+                    expected: shape.to_vec(),
+                    found: t.dims().to_vec(),
+                });
+            }
+            Ok(t.to_dtype(DType::F32)?.to_device(device)?)
+        };
+        let engine = Engine::Candle { trainable: false };
+        let weight = tensor("linear.weight", &[out_features, in_features])?;
+        let bias = if bias { Some(tensor("linear.bias", &[out_features])?) } else { None };
+        let linear = Linear::new(weight, bias, engine)?;
+        let residual = match (use_residual, in_features == out_features) {
+            (false, _) => None,
+            (true, true) => Some(Residual::Identity),
+            (true, false) => Some(Residual::Projected(Linear::new(
+                tensor("residual.weight", &[out_features, in_features])?,
+                None,
+                engine,
+            )?)),
+        };
+        Ok(Self { linear, residual, activation, out_features })
+    }
+
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let ys = self.linear.forward_act(xs, self.activation)?;
+        Ok(match &self.residual {
+            None => ys,
+            Some(Residual::Identity) => (ys + xs)?,
+            Some(Residual::Projected(linear)) => (ys + linear.forward_act(xs, Activation::Linear)?)?,
+        })
+    }
+}
+
+/// The activation of a `torch.nn` class name, as sentence-transformers saves it.
+fn torch_activation(name: &str) -> Option<Activation> {
+    let class = name.strip_prefix("torch.")?.rsplit('.').next()?;
+    Some(match class {
+        "Tanh" => Activation::Tanh,
+        "Identity" => Activation::Linear,
+        "ReLU" => Activation::Relu,
+        "GELU" => Activation::Gelu,
+        "SiLU" => Activation::Silu,
+        _ => return None,
+    })
+}
+
+/// sentence-transformers' Normalize module, and the unit length of [`crate::SentenceEncoder`]:
+/// each row divided by its L2 norm, clamped away from zero as torch's `F.normalize`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Normalize;
+
+impl Normalize {
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let norm = xs.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::INFINITY)?;
+        Ok(xs.broadcast_div(&norm)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poolings_leave_out_the_prompt_and_keep_positions() {
+        let xs = Tensor::new(&[[1f32, 0.], [3., 4.], [5., -2.], [0., 8.]], &Device::Cpu).unwrap();
+        let pool = |modes: Vec<Mode>, include_prompt: bool, skip: usize| {
+            Pooling { modes, include_prompt }.pool(&xs, skip).unwrap().to_vec1::<f32>().unwrap()
+        };
+        assert_eq!(pool(vec![Mode::Cls, Mode::LastToken], true, 2), [1., 0., 0., 8.]);
+        assert_eq!(pool(vec![Mode::Cls, Mode::Max], false, 2), [5., -2., 5., 8.]);
+        assert_eq!(pool(vec![Mode::Mean], false, 2), [2.5, 3.]);
+        assert_eq!(pool(vec![Mode::MeanSqrtLen], true, 0), [4.5, 5.]);
+        // Positions 3 and 4 weigh 3 and 4.
+        let weighted = pool(vec![Mode::WeightedMean], false, 2);
+        assert!(
+            (weighted[0] - 15. / 7.).abs() < 1e-6 && (weighted[1] - 26. / 7.).abs() < 1e-6,
+            "{weighted:?}"
+        );
+        assert_eq!(pool(vec![Mode::Mean, Mode::LastToken], false, 9), [0., 0., 0., 0.]);
+        assert_eq!(pool(vec![Mode::Cls], false, 9), [1., 0.]);
+    }
+
+    #[test]
+    fn torch_activations_by_class_name() {
+        assert_eq!(torch_activation("torch.nn.modules.activation.Tanh"), Some(Activation::Tanh));
+        assert_eq!(torch_activation("torch.nn.modules.linear.Identity"), Some(Activation::Linear));
+        assert_eq!(torch_activation("torch.nn.modules.activation.Sigmoid"), None);
+        assert_eq!(torch_activation("my.module.Tanh"), None);
+    }
+}

@@ -1,0 +1,240 @@
+//! sentence-transformers folders and cross-encoders, against what sentence-transformers 6 gives for
+//! the fixtures of scripts/make_st_fixtures.py.
+
+use roformer::{Error, PipelineOptions, Pooling, Reranker, SentenceEncoder};
+use serde_json::Value;
+
+use crate::support::{fixture, on_device, Scratch};
+
+fn folder(name: &str) -> std::path::PathBuf {
+    fixture("sentence_transformers").join(name)
+}
+
+fn expected(name: &str) -> Value {
+    let path = folder(name).join("expected.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+/// Every value within 1e-4 of the reference, row by row, and as many rows and values.
+fn assert_rows(what: &str, ours: &[Vec<f32>], reference: &Value) {
+    let reference = reference.as_array().unwrap();
+    assert_eq!(ours.len(), reference.len(), "{what}: rows");
+    for (i, (row, want)) in ours.iter().zip(reference).enumerate() {
+        let want = floats(want);
+        assert_eq!(row.len(), want.len(), "{what}: row {i} length");
+        for (j, (a, b)) in row.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() < 1e-4, "{what}: row {i} [{j}]: {a} vs {b}");
+        }
+    }
+}
+
+fn options() -> PipelineOptions {
+    on_device().with_batch_size(3)
+}
+
+fn texts(want: &Value) -> Vec<String> {
+    want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect()
+}
+
+fn encode(model: &std::path::Path, options: PipelineOptions, texts: &[String]) -> Vec<Vec<f32>> {
+    SentenceEncoder::from_pretrained_with(model, options).unwrap().encode(texts).unwrap()
+}
+
+#[test]
+fn a_sentence_transformers_6_folder_is_encoded_as_sentence_transformers_encodes_it() {
+    // CLS pooling, Dense with tanh, Normalize; tokenizer.json and no vocab.txt; a default prompt.
+    let dir = folder("st6_cls_dense");
+    assert!(!dir.join("vocab.txt").exists() && dir.join("tokenizer.json").is_file());
+    let want = expected("st6_cls_dense");
+    let texts = texts(&want);
+    let encoder = SentenceEncoder::from_pretrained_with(&dir, options()).unwrap();
+    assert_eq!((encoder.dim(), encoder.normalize(), encoder.pooling()), (24, true, Pooling::Cls));
+    assert_eq!(encoder.max_length() as u64, want["max_seq_length"].as_u64().unwrap());
+    assert_rows("default prompt name", &encoder.encode(&texts).unwrap(), &want["default"]);
+    for (name, reference) in want["prompt_name"].as_object().unwrap() {
+        let ours = encode(&dir, options().with_prompt_name(name), &texts);
+        assert_rows(&format!("prompt name {name}"), &ours, reference);
+    }
+    for (prompt, reference) in want["prompt"].as_object().unwrap() {
+        assert_rows(
+            &format!("prompt {prompt:?}"),
+            &encode(&dir, options().with_prompt(prompt), &texts),
+            reference,
+        );
+    }
+    let cut = SentenceEncoder::from_pretrained_with(&dir, options().with_truncate_dim(16)).unwrap();
+    assert_eq!((cut.dim(), cut.normalize()), (16, false));
+    assert_rows("truncate_dim 16", &cut.encode(&texts).unwrap(), &want["truncate_dim"]["16"]);
+    // Unit length again when asked for, after the cut.
+    let unit = encode(&dir, options().with_truncate_dim(16).with_normalize(true), &texts);
+    for (row, cut) in unit.iter().zip(cut.encode(&texts).unwrap()) {
+        let norm = cut.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!(row.iter().zip(&cut).all(|(a, b)| (a - b / norm).abs() < 1e-5));
+    }
+}
+
+#[test]
+fn an_older_folder_is_encoded_with_its_max_seq_length_and_without_normalize() {
+    // sentence_bert_config.json's max_seq_length (24, below the tokenizer's 64), the old module names and
+    // pooling_mode_* flags, vocab.txt, no Normalize module.
+    let dir = folder("old_mean");
+    let want = expected("old_mean");
+    let texts = texts(&want);
+    let encoder = SentenceEncoder::from_pretrained_with(&dir, options()).unwrap();
+    assert_eq!((encoder.max_length(), encoder.normalize(), encoder.dim()), (24, false, 32));
+    assert_rows("mean", &encoder.encode(&texts).unwrap(), &want["default"]);
+    assert_rows(
+        "prompt passage",
+        &encode(&dir, options().with_prompt_name("passage"), &texts),
+        &want["prompt_name"]["passage"],
+    );
+}
+
+#[test]
+fn every_pooling_mode_and_include_prompt_as_sentence_transformers() {
+    let want = expected("old_mean");
+    let texts = texts(&want);
+    for (i, variant) in want["variants"].as_array().unwrap().iter().enumerate() {
+        let scratch = Scratch::copy_of(&folder("old_mean"), &format!("st-pooling-{i}"));
+        let config = variant["pooling_config"].clone();
+        scratch.edit_json("1_Pooling/config.json", |c| *c = config.clone());
+        let mut options = options();
+        if let Some(name) = variant["prompt_name"].as_str() {
+            options = options.with_prompt_name(name);
+        }
+        let ours = encode(scratch.path(), options, &texts);
+        assert_rows(&format!("pooling {config}"), &ours, &variant["embeddings"]);
+    }
+}
+
+#[test]
+fn a_dense_module_from_pytorch_model_bin() {
+    let want = expected("old_mean");
+    let scratch = Scratch::copy_of(&folder("old_mean"), "st-dense-bin");
+    scratch.edit_json("modules.json", |m| {
+        m.as_array_mut().unwrap().push(serde_json::json!(
+            {"idx": 2, "name": "2", "path": "dense_bin", "type": "sentence_transformers.models.Dense"}
+        ));
+    });
+    let encoder = SentenceEncoder::from_pretrained_with(scratch.path(), options()).unwrap();
+    assert_eq!((encoder.dim(), encoder.normalize()), (8, false));
+    assert_rows("dense from .bin", &encoder.encode(&texts(&want)).unwrap(), &want["dense_bin"]["embeddings"]);
+}
+
+#[test]
+fn sentence_transformers_folders_refuse_what_they_cannot_honour() {
+    let dir = folder("st6_cls_dense");
+    let message = |options: PipelineOptions| {
+        SentenceEncoder::from_pretrained_with(&dir, options).unwrap_err().to_string()
+    };
+    let m = message(options().with_prompt_name("search"));
+    assert!(
+        m.contains("unknown prompt name `search`") && m.contains("config_sentence_transformers.json"),
+        "{m}"
+    );
+    assert!(m.contains("`query`") && m.contains("`passage`"), "{m}");
+    let m = message(options().with_prompt_name("query").with_prompt("q: "));
+    assert!(m.contains("not both"), "{m}");
+    let m = message(options().with_pooling(Pooling::Mean));
+    assert!(m.contains("modules.json"), "{m}");
+    let m = message(options().with_truncate_dim(25));
+    assert!(m.contains("truncate_dim 25") && m.contains("24"), "{m}");
+    // A prompt name needs a folder with prompts.
+    let err =
+        SentenceEncoder::from_pretrained_with(fixture("pipelines/sim"), options().with_prompt_name("query"));
+    assert!(err.unwrap_err().to_string().contains("unknown prompt name `query`"));
+}
+
+#[test]
+fn a_malformed_sentence_transformers_folder_is_named() {
+    let cases: [(&str, Value, &str); 4] = [
+        ("not-a-list", serde_json::json!({"0": "Transformer"}), "expected a list of modules"),
+        (
+            "unknown-module",
+            serde_json::json!([
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.LSTM"}
+            ]),
+            "invalid config field `[1].type`: module `sentence_transformers.models.LSTM` is not supported",
+        ),
+        (
+            "no-pooling",
+            serde_json::json!([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]),
+            "no Pooling module",
+        ),
+        (
+            "escape",
+            serde_json::json!([
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "../x", "type": "sentence_transformers.models.Pooling"}
+            ]),
+            "`../x` is not a subfolder",
+        ),
+    ];
+    for (tag, modules, wanted) in cases {
+        let scratch = Scratch::copy_of(&folder("old_mean"), &format!("st-bad-{tag}"));
+        let path = scratch.edit_json("modules.json", |m| *m = modules.clone());
+        let err = SentenceEncoder::from_pretrained_with(scratch.path(), options()).unwrap_err();
+        let m = err.to_string();
+        assert!(matches!(err, Error::Config { .. }), "{tag}: {err:?}");
+        assert!(m.starts_with(&path.display().to_string()) && m.contains(wanted), "{tag}: {m}");
+    }
+    let scratch = Scratch::copy_of(&folder("old_mean"), "st-bad-mode");
+    let path =
+        scratch.edit_json("1_Pooling/config.json", |c| *c = serde_json::json!({"pooling_mode": "median"}));
+    let m = SentenceEncoder::from_pretrained_with(scratch.path(), options()).unwrap_err().to_string();
+    assert!(
+        m.starts_with(&path.display().to_string()) && m.contains("`pooling_mode`") && m.contains("median"),
+        "{m}"
+    );
+}
+
+#[test]
+fn reranker_predicts_and_ranks_as_cross_encoder() {
+    let want = expected("cross_encoder");
+    let reranker = Reranker::from_pretrained_with(folder("cross_encoder"), options()).unwrap();
+    let pairs: Vec<(String, String)> = want["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_str().unwrap().to_string(), p[1].as_str().unwrap().to_string()))
+        .collect();
+    assert_rows(
+        "sigmoid scores",
+        &[reranker.predict(&pairs).unwrap()],
+        &Value::Array(vec![want["scores"].clone()]),
+    );
+    assert_rows(
+        "raw scores",
+        &[reranker.predict_raw(&pairs).unwrap()],
+        &Value::Array(vec![want["raw"].clone()]),
+    );
+
+    let documents: Vec<&str> =
+        want["documents"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
+    let ranked = reranker.rank(want["query"].as_str().unwrap(), &documents).unwrap();
+    let reference = want["rank"].as_array().unwrap();
+    assert_eq!(ranked.len(), reference.len());
+    for (r, w) in ranked.iter().zip(reference) {
+        // Ties (the document given twice) keep input order, as sentence-transformers' rank does.
+        assert_eq!(r.index, w["index"].as_u64().unwrap() as usize, "{ranked:?}");
+        assert!((r.score - w["score"].as_f64().unwrap() as f32).abs() < 1e-4);
+    }
+    let raw = reranker.rank_raw(want["query"].as_str().unwrap(), &documents).unwrap();
+    let order: Vec<usize> = raw.iter().map(|r| r.index).collect();
+    assert_eq!(order, ranked.iter().map(|r| r.index).collect::<Vec<_>>());
+    assert!(raw[0].score > 1.0, "logits, not probabilities: {raw:?}");
+    assert!(reranker.rank("query", &[] as &[&str]).unwrap().is_empty());
+}
+
+#[test]
+fn reranker_refuses_a_checkpoint_of_several_labels() {
+    let err = Reranker::from_pretrained_with(fixture("pipelines/cls"), options()).unwrap_err();
+    assert!(matches!(&err, Error::Config { field, .. } if field == "num_labels"), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("config.json") && message.contains("has 3"), "{message}");
+}
