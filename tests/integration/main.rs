@@ -14,7 +14,6 @@ mod model_behaviour;
 mod model_parity;
 mod pipelines;
 mod quantization;
-mod serve;
 mod tokenizer_behaviour;
 mod tokenizer_parity;
 mod training;

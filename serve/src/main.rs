@@ -2,7 +2,8 @@
 //! /v1/embeddings (OpenAI), /tokenize, /decode, POST /, /health, /info and /metrics, with dynamic
 //! batching by token budget on a dedicated inference thread.
 //!
-//! `cargo run --release --example serve -- --model models/roformer-sst2 --port 8080`
+//! `cargo run --release -p roformer-serve -- --model models/roformer-sst2 --port 8080`, or
+//! `cargo install --path serve` and `roformer-serve --model ...`.
 //!
 //! It prints `listening on HOST:PORT` once it accepts connections (`--port 0` picks a free port),
 //! and on SIGTERM or Ctrl-C stops accepting, finishes the requests in flight and exits 0.
@@ -13,8 +14,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use roformer::{Config, Pooling, SentenceEncoder, TextClassifier, Truncation};
 
-#[path = "../common/mod.rs"]
-mod common;
+use roformer_cli as common;
 
 mod api;
 mod metrics;
