@@ -12,8 +12,9 @@
 //! ```
 //!
 //! A map of the crate:
-//! - pipelines, for most users: [`TextClassifier`], [`SentenceEncoder`], [`FillMask`], set up
-//!   with [`PipelineOptions`] (device, dtype, batching, pooling, [`HubOptions`]);
+//! - pipelines, for most users: [`TextClassifier`], [`SentenceEncoder`] (sentence-transformers
+//!   folders included: modules, prompts, Matryoshka), [`Reranker`] (cross-encoders), [`FillMask`],
+//!   set up with [`PipelineOptions`] (device, dtype, batching, pooling, prompts, [`HubOptions`]);
 //! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
 //!   and a `VarBuilder`, or loaded with [`load_dir`] / [`Checkpoint`] (safetensors, shards,
 //!   `pytorch_model.bin`), run on [`Inputs`];
@@ -64,8 +65,8 @@ pub use heads::{
 pub use hub::{DownloadProgress, HubOptions};
 pub use model::{Inputs, Pooler, RoFormerModel};
 pub use pipelines::{
-    cosine_similarity, Classification, FillMask, MaskCandidate, PipelineOptions, Pooling, SentenceEncoder,
-    TextClassifier,
+    cosine_similarity, Classification, FillMask, MaskCandidate, PipelineOptions, Pooling, Ranked, Reranker,
+    SentenceEncoder, TextClassifier,
 };
 pub use quantization::Quantization;
 pub use rope_scaling::{RopeScaling, Yarn};

@@ -683,7 +683,8 @@ fn looks_word_level(vocab: &Vocab) -> bool {
     words >= 1000
 }
 
-fn read_json_if_exists(path: &Path) -> Result<Option<Value>> {
+/// A JSON file of the folder, `None` when absent; a malformed one is an error naming it.
+pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<Value>> {
     if !path.is_file() {
         return Ok(None);
     }

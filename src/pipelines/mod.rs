@@ -1,8 +1,9 @@
-//! What people do with the crate: classify, encode sentences, fill masks. Each pipeline loads
+//! What people do with the crate: classify, encode sentences, rerank, fill masks. Each pipeline loads
 //! model, tokenizer and config together from a folder or a Hub id, and batches its inputs.
 
 mod fill_mask;
 mod options;
+mod reranker;
 mod sentence_encoder;
 mod text_classifier;
 
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 pub use fill_mask::{FillMask, MaskCandidate};
 pub use options::PipelineOptions;
+pub use reranker::{Ranked, Reranker};
 pub use sentence_encoder::{cosine_similarity, Pooling, SentenceEncoder};
 pub use text_classifier::{Classification, TextClassifier};
 

@@ -33,6 +33,14 @@ pub struct PipelineOptions {
     pub pooling: Option<Pooling>,
     /// Scale embeddings to unit length; `None` lets the checkpoint decide (see [`crate::SentenceEncoder`]).
     pub normalize: Option<bool>,
+    /// The prompt of this name in a sentence-transformers folder's `config_sentence_transformers.json`
+    /// is put before each text; `None` means its `default_prompt_name`, if any.
+    pub prompt_name: Option<String>,
+    /// This text is put before each text to encode (instead of a named prompt).
+    pub prompt: Option<String>,
+    /// Embeddings are cut to their first `truncate_dim` values (Matryoshka); `None` means the
+    /// folder's `truncate_dim`, if any, else the whole embedding.
+    pub truncate_dim: Option<usize>,
     /// Int8 linear layers in the encoder (CPU only), or none.
     pub quantization: Quantization,
     /// RoPE scaling for inputs past the trained length, over the checkpoint's own (if any).
@@ -53,6 +61,9 @@ impl Default for PipelineOptions {
             revision: None,
             pooling: None,
             normalize: None,
+            prompt_name: None,
+            prompt: None,
+            truncate_dim: None,
             quantization: Quantization::None,
             rope_scaling: None,
             threads: None,
@@ -101,6 +112,27 @@ impl PipelineOptions {
     /// Whether sentence embeddings are scaled to unit length.
     pub fn with_normalize(mut self, normalize: bool) -> Self {
         self.normalize = Some(normalize);
+        self
+    }
+
+    /// Puts the folder's prompt of this name (`config_sentence_transformers.json`) before each text
+    /// to encode, as sentence-transformers' `encode(prompt_name=...)`.
+    pub fn with_prompt_name(mut self, prompt_name: impl Into<String>) -> Self {
+        self.prompt_name = Some(prompt_name.into());
+        self
+    }
+
+    /// Puts `prompt` before each text to encode, as sentence-transformers' `encode(prompt=...)`;
+    /// an empty prompt turns the folder's default prompt off.
+    pub fn with_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.prompt = Some(prompt.into());
+        self
+    }
+
+    /// Cuts embeddings to their first `truncate_dim` values (Matryoshka), after the folder's
+    /// modules, as sentence-transformers' `truncate_dim`.
+    pub fn with_truncate_dim(mut self, truncate_dim: usize) -> Self {
+        self.truncate_dim = Some(truncate_dim);
         self
     }
 

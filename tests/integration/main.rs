@@ -14,6 +14,7 @@ mod model_behaviour;
 mod model_parity;
 mod pipelines;
 mod quantization;
+mod sentence_transformers;
 mod tokenizer_behaviour;
 mod tokenizer_parity;
 mod training;

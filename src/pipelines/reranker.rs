@@ -1,0 +1,173 @@
+//! Reranking with a cross-encoder, as sentence-transformers' `CrossEncoder` does.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{PipelineOptions, TextClassifier};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::tokenizer::{read_json_if_exists, Tokenizer};
+
+/// A cross-encoder: a sequence-classification checkpoint with one label, scoring how well a text
+/// answers a query. Pairs are encoded query first, as sentence-transformers' `CrossEncoder`
+/// encodes them, and scores are the sigmoid of the logit (the folder's `activation_fn` in
+/// `config_sentence_transformers.json` decides, as in `CrossEncoder.predict`); the `_raw`
+/// methods give the logits.
+///
+/// ```no_run
+/// # fn main() -> roformer::Result<()> {
+/// let reranker = roformer::Reranker::from_pretrained("models/my-cross-encoder")?;
+/// for hit in reranker.rank("a good movie", &["a great film", "the cat sat on the mat"])? {
+///     println!("{} {:.3}", hit.index, hit.score);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Reranker {
+    classifier: TextClassifier,
+    sigmoid: bool,
+}
+
+/// One text of [`Reranker::rank`]: its place in the input and its score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct Ranked {
+    /// Index of the text in the input.
+    pub index: usize,
+    /// Its score against the query.
+    pub score: f32,
+}
+
+impl Reranker {
+    /// Loads a cross-encoder from a folder or a Hub id, with default options.
+    pub fn from_pretrained(model: impl AsRef<Path>) -> Result<Self> {
+        Self::from_pretrained_with(model, PipelineOptions::default())
+    }
+
+    /// Loads a cross-encoder from a folder or a Hub id.
+    pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
+        Self::from_classifier(TextClassifier::from_pretrained_with(model, options)?)
+    }
+
+    /// The cross-encoder of a loaded classifier, which must have one label.
+    pub fn from_classifier(classifier: TextClassifier) -> Result<Self> {
+        let labels = classifier.config().num_labels();
+        if labels != 1 {
+            return Err(Error::Config {
+                path: Some(classifier.path().join("config.json")),
+                field: "num_labels".into(),
+                message: format!(
+                    "a reranker scores with one label, and this checkpoint has {labels}: use TextClassifier::classify_pairs for it"
+                ),
+            });
+        }
+        let sigmoid = sigmoid_by_default(classifier.path())?;
+        Ok(Self { classifier, sigmoid })
+    }
+
+    /// One score per (query, text) pair, in input order: the sigmoid of the logit unless the folder
+    /// says otherwise.
+    pub fn predict<Q: AsRef<str>, T: AsRef<str>>(&self, pairs: &[(Q, T)]) -> Result<Vec<f32>> {
+        let logits = self.predict_raw(pairs)?;
+        Ok(if self.sigmoid { logits.into_iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect() } else { logits })
+    }
+
+    /// One logit per (query, text) pair, in input order.
+    pub fn predict_raw<Q: AsRef<str>, T: AsRef<str>>(&self, pairs: &[(Q, T)]) -> Result<Vec<f32>> {
+        let predictions = self.classifier.classify_pairs(pairs)?;
+        Ok(predictions.into_iter().map(|p| p.logits.first().copied().unwrap_or(f32::NAN)).collect())
+    }
+
+    /// Every text with its [`Reranker::predict`] score against `query`, highest first; texts of
+    /// equal score keep their input order.
+    pub fn rank<S: AsRef<str>>(&self, query: &str, texts: &[S]) -> Result<Vec<Ranked>> {
+        Ok(ranked(self.predict(&pairs(query, texts))?))
+    }
+
+    /// Every text with its logit against `query`, highest first; texts of equal logit keep their
+    /// input order.
+    pub fn rank_raw<S: AsRef<str>>(&self, query: &str, texts: &[S]) -> Result<Vec<Ranked>> {
+        Ok(ranked(self.predict_raw(&pairs(query, texts))?))
+    }
+
+    /// Pairs are truncated to this many tokens, special tokens included.
+    pub fn max_length(&self) -> usize {
+        self.classifier.max_length()
+    }
+
+    /// The checkpoint's configuration.
+    pub fn config(&self) -> &Config {
+        self.classifier.config()
+    }
+
+    /// The tokenizer, truncating to the pipeline's max_length.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        self.classifier.tokenizer()
+    }
+
+    /// The classifier underneath.
+    pub fn classifier(&self) -> &TextClassifier {
+        &self.classifier
+    }
+
+    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
+    pub fn path(&self) -> &Path {
+        self.classifier.path()
+    }
+}
+
+fn pairs<'a, S: AsRef<str>>(query: &'a str, texts: &'a [S]) -> Vec<(&'a str, &'a str)> {
+    texts.iter().map(|t| (query, t.as_ref())).collect()
+}
+
+/// Highest first; the sort is stable, so ties keep input order (NaN last).
+fn ranked(scores: Vec<f32>) -> Vec<Ranked> {
+    let mut ranked: Vec<Ranked> =
+        scores.into_iter().enumerate().map(|(index, score)| Ranked { index, score }).collect();
+    ranked.sort_by(|a, b| match (a.score.is_nan(), b.score.is_nan()) {
+        (false, false) => b.score.total_cmp(&a.score),
+        (nan_a, nan_b) => nan_a.cmp(&nan_b),
+    });
+    ranked
+}
+
+/// Whether `CrossEncoder.predict` applies a sigmoid for this folder: its `activation_fn` in
+/// config_sentence_transformers.json (or the `sbert_ce_default_activation_function` of
+/// config.json, from before sentence-transformers 4), sigmoid when neither is set.
+fn sigmoid_by_default(dir: &Path) -> Result<bool> {
+    let sources = [
+        ("config_sentence_transformers.json", "activation_fn"),
+        ("config.json", "sbert_ce_default_activation_function"),
+    ];
+    for (file, field) in sources {
+        let path = dir.join(file);
+        let Some(json) = read_json_if_exists(&path)? else { continue };
+        match json.get(field) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(name)) if name.ends_with(".Sigmoid") => return Ok(true),
+            Some(Value::String(name)) if name.ends_with(".Identity") => return Ok(false),
+            Some(other) => {
+                return Err(Error::Config {
+                    path: Some(path),
+                    field: field.into(),
+                    message: format!("{other} is not supported (torch.nn.Sigmoid or torch.nn.Identity)"),
+                })
+            }
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranking_is_highest_first_stable_for_ties_and_puts_nan_last() {
+        let order: Vec<usize> =
+            ranked(vec![0.5, f32::NAN, 0.9, 0.5, -1.0]).into_iter().map(|r| r.index).collect();
+        assert_eq!(order, [2, 0, 3, 4, 1]);
+    }
+}
