@@ -7,27 +7,48 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use roformer::{Classification, Encoded, SentenceEncoder, TextClassifier};
-use tokio::sync::oneshot;
+use roformer::{Classification, Encoded, Inputs, Reranker, SentenceEncoder, TextClassifier};
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use crate::metrics::Metrics;
 
-/// The loaded model: a classifier also embeds, through its own encoder (shared weights).
-pub enum Backend {
-    Classifier { classifier: Box<TextClassifier>, encoder: SentenceEncoder },
-    Encoder(SentenceEncoder),
+/// The loaded model. Every model embeds: a classifier or reranker through its own encoder
+/// (shared weights).
+pub struct Backend {
+    pub encoder: SentenceEncoder,
+    /// One encoder per prompt name of a sentence-transformers folder, in `App::prompt_names`
+    /// order: the library puts a prompt before the text, so a prompted input goes in as text.
+    pub prompted: Vec<SentenceEncoder>,
+    pub head: Head,
+}
+
+pub enum Head {
+    None,
+    Classifier(Box<TextClassifier>),
+    Reranker(Box<Reranker>),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Task {
-    Embed,
+    /// Pooled; `prompt` indexes `Backend::prompted`.
+    Embed {
+        prompt: Option<usize>,
+    },
+    /// Every token's last hidden state.
+    EmbedAll,
     Predict,
+    /// A (query, text) pair's score.
+    Rerank {
+        raw_scores: bool,
+    },
 }
 
 pub enum Value {
     /// Pooled, not normalised: normalising is the request's choice.
     Embedding(Vec<f32>),
+    Tokens(Vec<Vec<f32>>),
     Classification(Classification),
+    Score(f32),
 }
 
 pub struct Output {
@@ -38,11 +59,20 @@ pub struct Output {
 
 pub type Reply = Result<Output, String>;
 
+/// One input, tokenized by the handler (for its checks and the token budget); the pipelines that
+/// take text (prompted embeddings, reranking) get `texts` too.
+pub struct Job {
+    pub encoded: Encoded,
+    pub texts: Vec<String>,
+    pub task: Task,
+}
+
 struct Entry {
-    encoded: Encoded,
-    task: Task,
+    job: Job,
     tx: oneshot::Sender<Reply>,
     enqueued: Instant,
+    /// Held until the input is answered: `--max-concurrent-requests` counts inputs in flight.
+    permit: Option<OwnedSemaphorePermit>,
 }
 
 #[derive(Clone, Copy)]
@@ -71,14 +101,14 @@ impl Queue {
 
     /// Queues one encoded input; the receiver gets its answer. Dropping the receiver (a client
     /// that went away) makes the worker skip the entry.
-    pub fn push(&self, encoded: Encoded, task: Task) -> oneshot::Receiver<Reply> {
+    pub fn push(&self, job: Job, permit: Option<OwnedSemaphorePermit>) -> oneshot::Receiver<Reply> {
         let (tx, rx) = oneshot::channel();
         let mut state = self.lock();
         if state.closed {
             let _ = tx.send(Err("the server is shutting down".into()));
             return rx;
         }
-        state.entries.push_back(Entry { encoded, task, tx, enqueued: Instant::now() });
+        state.entries.push_back(Entry { job, tx, enqueued: Instant::now(), permit });
         self.metrics.set_gauge("te_queue_size", state.entries.len() as f64);
         drop(state);
         self.wake.notify_one();
@@ -115,11 +145,12 @@ impl Queue {
                 continue;
             }
             // Inputs never exceed the budget alone (max input length <= max batch tokens).
-            if !batch.is_empty() && tokens + entry.encoded.len() > self.limits.max_batch_tokens {
+            let len = entry.job.encoded.len();
+            if !batch.is_empty() && tokens + len > self.limits.max_batch_tokens {
                 state.entries.push_front(entry);
                 break;
             }
-            tokens += entry.encoded.len();
+            tokens += len;
             batch.push(entry);
         }
         self.metrics.set_gauge("te_queue_size", state.entries.len() as f64);
@@ -129,39 +160,76 @@ impl Queue {
     }
 }
 
-/// The worker's loop: runs until the queue is closed and empty.
+/// The worker's loop: runs until the queue is closed and empty. A batch runs one pipeline call
+/// per task in it.
 pub fn work(queue: &Queue, backend: &Backend) {
-    while let Some(batch) = queue.next_batch() {
-        let (embeds, predicts): (Vec<Entry>, Vec<Entry>) =
-            batch.into_iter().partition(|e| e.task == Task::Embed);
-        if !embeds.is_empty() {
-            let encoder = match backend {
-                Backend::Classifier { encoder, .. } | Backend::Encoder(encoder) => encoder,
-            };
-            run(embeds, |encodings| {
-                Ok(encoder.encode_tokenized(encodings)?.into_iter().map(Value::Embedding).collect())
-            });
-        }
-        if !predicts.is_empty() {
-            run(predicts, |encodings| match backend {
-                Backend::Classifier { classifier, .. } => Ok(classifier
-                    .classify_tokenized(encodings)?
-                    .into_iter()
-                    .map(Value::Classification)
-                    .collect()),
-                // Handlers check the model kind before queueing.
-                Backend::Encoder(_) => Err("Model is not a classifier model".into()),
-            });
+    while let Some(mut batch) = queue.next_batch() {
+        while let Some(task) = batch.first().map(|e| e.job.task) {
+            let (same, rest): (Vec<Entry>, Vec<Entry>) = batch.into_iter().partition(|e| e.job.task == task);
+            batch = rest;
+            run(same, |jobs| forward(backend, task, jobs));
         }
     }
 }
 
+fn forward(backend: &Backend, task: Task, jobs: &[Job]) -> Result<Vec<Value>, roformer::BoxError> {
+    let encodings = || jobs.iter().map(|j| j.encoded.clone()).collect::<Vec<_>>();
+    Ok(match (task, &backend.head) {
+        (Task::Embed { prompt: None }, _) => {
+            backend.encoder.encode_tokenized(&encodings())?.into_iter().map(Value::Embedding).collect()
+        }
+        (Task::Embed { prompt: Some(p) }, _) => {
+            let texts: Vec<&str> = jobs.iter().map(|j| j.texts[0].as_str()).collect();
+            let encoder = backend.prompted.get(p).ok_or("no encoder for this prompt")?;
+            encoder.encode(&texts)?.into_iter().map(Value::Embedding).collect()
+        }
+        (Task::EmbedAll, _) => {
+            let model = backend.encoder.model();
+            let mut out = Vec::with_capacity(jobs.len());
+            // One input per forward pass: its tokens alone, no padding to strip.
+            for job in jobs {
+                let e = &job.encoded;
+                let ids = candle_core::Tensor::new(e.input_ids.as_slice(), model.device())?.unsqueeze(0)?;
+                let types =
+                    candle_core::Tensor::new(e.token_type_ids.as_slice(), model.device())?.unsqueeze(0)?;
+                let hidden = model.forward(Inputs::new(&ids).with_token_type_ids(&types))?;
+                let hidden = hidden.squeeze(0)?.to_dtype(candle_core::DType::F32)?;
+                out.push(Value::Tokens(hidden.to_vec2::<f32>()?));
+            }
+            out
+        }
+        (Task::Predict, Head::Classifier(classifier)) => {
+            classifier.classify_tokenized(&encodings())?.into_iter().map(Value::Classification).collect()
+        }
+        (Task::Predict, Head::Reranker(reranker)) => reranker
+            .classifier()
+            .classify_tokenized(&encodings())?
+            .into_iter()
+            .map(Value::Classification)
+            .collect(),
+        (Task::Rerank { raw_scores }, Head::Reranker(reranker)) => {
+            let pairs: Vec<(&str, &str)> =
+                jobs.iter().map(|j| (j.texts[0].as_str(), j.texts[1].as_str())).collect();
+            let scores = if raw_scores { reranker.predict_raw(&pairs)? } else { reranker.predict(&pairs)? };
+            scores.into_iter().map(Value::Score).collect()
+        }
+        // Handlers check the model kind before queueing.
+        (Task::Predict, _) => return Err("Model is not a classifier model".into()),
+        (Task::Rerank { .. }, _) => return Err("model is not a re-ranker model".into()),
+    })
+}
+
 /// Runs one pipeline call and answers every entry; a failure (or a panic) answers each with it.
-fn run(entries: Vec<Entry>, forward: impl FnOnce(&[Encoded]) -> Result<Vec<Value>, roformer::BoxError>) {
+/// Each entry's permit goes back once it is answered.
+fn run(entries: Vec<Entry>, forward: impl FnOnce(&[Job]) -> Result<Vec<Value>, roformer::BoxError>) {
     let start = Instant::now();
-    let (encodings, replies): (Vec<Encoded>, Vec<(oneshot::Sender<Reply>, Instant)>) =
-        entries.into_iter().map(|e| (e.encoded, (e.tx, e.enqueued))).unzip();
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| forward(&encodings)));
+    let mut jobs = Vec::with_capacity(entries.len());
+    let mut replies = Vec::with_capacity(entries.len());
+    for e in entries {
+        jobs.push(e.job);
+        replies.push((e.tx, e.enqueued, e.permit));
+    }
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| forward(&jobs)));
     let inference_time = start.elapsed();
     let values = match result {
         Ok(Ok(values)) if values.len() == replies.len() => Ok(values),
@@ -171,15 +239,17 @@ fn run(entries: Vec<Entry>, forward: impl FnOnce(&[Encoded]) -> Result<Vec<Value
     };
     match values {
         Ok(values) => {
-            for ((tx, enqueued), value) in replies.into_iter().zip(values) {
+            for ((tx, enqueued, permit), value) in replies.into_iter().zip(values) {
                 let queue_time = start.duration_since(enqueued);
                 // A receiver gone meanwhile is a client that left; nothing to do.
                 let _ = tx.send(Ok(Output { value, queue_time, inference_time }));
+                drop(permit);
             }
         }
         Err(message) => {
-            for (tx, _) in replies {
+            for (tx, _, permit) in replies {
                 let _ = tx.send(Err(message.clone()));
+                drop(permit);
             }
         }
     }

@@ -5,6 +5,7 @@
 //! read timeouts.
 
 mod routes;
+mod surface;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -87,10 +88,36 @@ impl Server {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// A request with extra headers: (status, headers, body).
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, Vec<(String, String)>, String) {
+        let mut request = http_request(method, &format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(body.to_string()).unwrap();
+        let mut response = self.agent.run(request).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
+            .collect();
+        (response.status().as_u16(), headers, response.body_mut().read_to_string().unwrap())
+    }
+
     fn get(&self, path: &str) -> (u16, String) {
         let mut response = self.agent.get(format!("{}{path}", self.base)).call().unwrap();
         (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
     }
+}
+
+fn http_request(method: &str, uri: &str) -> ureq::http::request::Builder {
+    ureq::http::Request::builder().method(method).uri(uri)
 }
 
 impl Drop for Server {
