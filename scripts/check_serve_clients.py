@@ -75,6 +75,20 @@ def main():
             f"-> {[(g.label, round(g.score, 4)) for g in got_list]}",
         )
 
+    if "reranker" in info["model_type"]:
+        # No client has a rerank call for TEI; requests' shape is TEI's. Raw scores are the pairs'
+        # logits of /predict (query first), best first.
+        query, texts = SENTENCES[0], SENTENCES[1:] + ["a chore .", "the cat sat on the mat", SENTENCES[0]]
+        ranks = post(url, "/rerank", {"query": query, "texts": texts, "raw_scores": True, "return_text": True})
+        logits = [p[0]["score"] for p in post(url, "/predict", {"inputs": [[query, t] for t in texts], "raw_scores": True})]
+        order = sorted(range(len(texts)), key=lambda i: -logits[i])
+        check(
+            "POST /rerank",
+            [r["index"] for r in ranks] == order
+            and all(abs(r["score"] - logits[r["index"]]) < 1e-5 and r["text"] == texts[r["index"]] for r in ranks),
+            f"-> {[(r['index'], round(r['score'], 4)) for r in ranks]}",
+        )
+
     oai = openai.OpenAI(base_url=url + "/v1", api_key="unused")
     response = oai.embeddings.create(model=info["served_model_name"], input=SENTENCES)
     got = np.array([d.embedding for d in response.data], dtype=np.float32)

@@ -17,7 +17,6 @@ mod ner_qa;
 mod pipelines;
 mod quantization;
 mod sentence_transformers;
-mod serve;
 mod tokenizer_behaviour;
 mod tokenizer_parity;
 mod training;

@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -15,13 +17,28 @@ use tokio::sync::Semaphore;
 
 use crate::api::*;
 use crate::metrics::Metrics;
-use crate::queue::{Output, Queue, Task, Value};
+use crate::queue::{Job, Output, Queue, Task, Value};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Embedding,
     Classifier,
+    /// A classifier of one label: /rerank, and /predict too.
+    Reranker,
 }
+
+/// What the server does around the routes: `--api-key`, `--cors-allow-origin`,
+/// `--payload-limit` and `--body-read-timeout`.
+pub struct Guard {
+    pub api_key: Option<String>,
+    pub cors_allow_origin: Option<Vec<String>>,
+    pub payload_limit: usize,
+    pub body_read_timeout: Duration,
+}
+
+/// The OpenAPI document of every route, written by hand (utoipa's derive macros would double the
+/// server's build); a test checks that it lists every route the server answers.
+pub const OPENAPI: &str = include_str!("openapi.json");
 
 pub struct App {
     pub kind: Kind,
@@ -35,17 +52,23 @@ pub struct App {
     pub auto_truncate: bool,
     pub served_model_name: String,
     pub compute_type: &'static str,
+    /// The prompt names of a sentence-transformers folder, indexing `Backend::prompted`.
+    pub prompt_names: Vec<String>,
     pub info: serde_json::Value,
     pub queue: Arc<Queue>,
     pub permits: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
 }
 
-pub fn router(app: Arc<App>, payload_limit: usize) -> Router {
-    Router::new()
+pub fn router(app: Arc<App>, guard: Guard) -> Router {
+    let guard = Arc::new(guard);
+    let router = Router::new()
         .route("/", post(root).get(health))
         .route("/embed", post(embed))
+        .route("/embed_all", post(embed_all))
         .route("/predict", post(predict))
+        .route("/rerank", post(rerank))
+        .route("/similarity", post(similarity))
         .route("/v1/embeddings", post(openai_embeddings))
         .route("/embeddings", post(openai_embeddings))
         .route("/tokenize", post(tokenize))
@@ -54,8 +77,94 @@ pub fn router(app: Arc<App>, payload_limit: usize) -> Router {
         .route("/ping", get(health))
         .route("/info", get(info))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(payload_limit))
-        .with_state(app)
+        .route("/docs", get(docs))
+        .route("/api-doc/openapi.json", get(openapi))
+        // The body is read (within the limit and the timeout) before the extractors see it.
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(guard.clone(), read_body))
+        .layer(middleware::from_fn_with_state(guard.clone(), authorize))
+        .with_state(app);
+    match &guard.cors_allow_origin {
+        // Outermost, so that a preflight (which carries no key) is answered.
+        Some(origins) => router.layer(cors(origins)),
+        None => router,
+    }
+}
+
+/// TEI's CORS: `*` allows any origin, else the listed ones; GET and POST.
+fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| o.parse::<HeaderValue>().ok()))
+    };
+    CorsLayer::new()
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+        .allow_origin(allow_origin)
+}
+
+/// `--api-key`: every route but health, metrics and the API's documents wants
+/// `Authorization: Bearer <key>`, else 401 with no body, as TEI.
+async fn authorize(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let Some(key) = &guard.api_key else { return next.run(request).await };
+    let public = request.method() == Method::GET
+        && matches!(
+            request.uri().path(),
+            "/" | "/health" | "/ping" | "/metrics" | "/docs" | "/api-doc/openapi.json"
+        );
+    let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if public || given.and_then(|v| v.strip_prefix("Bearer ")) == Some(key.as_str()) {
+        next.run(request).await
+    } else {
+        StatusCode::UNAUTHORIZED.into_response()
+    }
+}
+
+/// Reads the whole body within `--payload-limit` bytes (413) and `--body-read-timeout` (408), so
+/// that a client sending a byte at a time cannot hold a connection open with no answer.
+async fn read_body(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let read = axum::body::to_bytes(body, guard.payload_limit);
+    let bytes = match tokio::time::timeout(guard.body_read_timeout, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            let too_large =
+                std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            let status = if too_large { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
+            let error = ApiError {
+                status,
+                error_type: ErrorType::Validation,
+                message: format!("Failed to buffer the request body: {e}"),
+                metric: "validation",
+            };
+            return error.into_response();
+        }
+        Err(_) => {
+            let mut response = ApiError::body_timeout().into_response();
+            // The rest of the body may still come: the connection cannot carry another request.
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], OPENAPI).into_response()
+}
+
+/// Swagger UI over the document, as TEI serves it (its scripts come from a CDN).
+async fn docs() -> Response {
+    let page = r##"<!doctype html>
+<html><head><meta charset="utf-8"><title>roformer-serve API</title>
+<link rel="stylesheet" href="https://unpkg.com/swagger-ui-dist@5/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="https://unpkg.com/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
+<script>SwaggerUIBundle({url: "/api-doc/openapi.json", dom_id: "#swagger-ui"});</script>
+</body></html>"##;
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"))], page).into_response()
 }
 
 type AppState = State<Arc<App>>;
@@ -66,6 +175,10 @@ async fn root(State(app): AppState, request: Request) -> Response {
         Kind::Classifier => {
             let body = Json::<PredictRequest>::from_request(request, &()).await;
             predict(State(app), body).await.into_response()
+        }
+        Kind::Reranker => {
+            let body = Json::<RerankRequest>::from_request(request, &()).await;
+            rerank(State(app), body).await.into_response()
         }
         Kind::Embedding => {
             let body = Json::<EmbedRequest>::from_request(request, &()).await;
@@ -79,10 +192,10 @@ async fn embed(
     body: Result<Json<EmbedRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(request) = body.map_err(|e| app.fail(e.into()))?;
-    check_options(request.truncation_direction, request.prompt_name.as_deref()).map_err(|e| app.fail(e))?;
+    let prompt = app.check_options(request.truncation_direction, request.prompt_name.as_deref())?;
     let (items, batch) = request.inputs.into_items();
     let truncate = request.truncate.unwrap_or(app.auto_truncate);
-    let done = app.infer(items, batch, Task::Embed, truncate).await?;
+    let done = app.infer(items, batch, Task::Embed { prompt }, truncate).await?;
     let vectors = done
         .outputs
         .iter()
@@ -97,19 +210,30 @@ async fn predict(
     body: Result<Json<PredictRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(request) = body.map_err(|e| app.fail(e.into()))?;
-    check_options(request.truncation_direction, None).map_err(|e| app.fail(e))?;
-    if app.kind != Kind::Classifier {
+    app.check_options(request.truncation_direction, None)?;
+    if app.kind == Kind::Embedding {
         return Err(app.fail(ApiError::model_type("Model is not a classifier model")));
     }
     let (items, batch) = match request.inputs {
         PredictInput::Single(item) => (vec![item], false),
         PredictInput::Batch(items) => (items, true),
+        PredictInput::Invalid { length, message } => {
+            app.check_batch(length).map_err(|e| app.fail(e))?;
+            let message =
+                format!("Failed to deserialize the JSON body into the target type: inputs: {message}");
+            return Err(app.fail(ApiError::validation(message)));
+        }
     };
     let truncate = request.truncate.unwrap_or(app.auto_truncate);
     let done = app.infer(items, batch, Task::Predict, truncate).await?;
     let mut all = Vec::with_capacity(done.outputs.len());
+    let top_k = request.parameters.and_then(|p| p.top_k);
     for output in &done.outputs {
-        all.push(app.predictions(output, request.raw_scores).map_err(|e| app.fail(e))?);
+        let mut predictions = app.predictions(output, request.raw_scores).map_err(|e| app.fail(e))?;
+        if let Some(k) = top_k {
+            predictions.truncate(k);
+        }
+        all.push(predictions);
     }
     let body = if batch { PredictResponse::Batch(all) } else { PredictResponse::Single(all.remove(0)) };
     Ok((done.headers(), Json(body)).into_response())
@@ -121,8 +245,9 @@ async fn openai_embeddings(
     body: Result<Json<OpenAiRequest>, JsonRejection>,
 ) -> Result<Response, OpenAiError> {
     let Json(request) = body.map_err(|e| app.fail(e.into()))?;
+    let prompt = app.check_options(TruncationDirection::Right, request.prompt_name.as_deref())?;
     let (items, batch) = request.input.into_items();
-    let done = app.infer(items, batch, Task::Embed, app.auto_truncate).await?;
+    let done = app.infer(items, batch, Task::Embed { prompt }, app.auto_truncate).await?;
     let mut data = Vec::with_capacity(done.outputs.len());
     for (index, output) in done.outputs.iter().enumerate() {
         let vector = app.embedding(output, request.dimensions, true).map_err(|e| app.fail(e))?;
@@ -145,12 +270,101 @@ async fn openai_embeddings(
     Ok((done.headers(), Json(body)).into_response())
 }
 
+/// TEI's /rerank: every text scored against the query by the cross-encoder, best first (texts
+/// of equal score keep their order, as `Reranker::rank`).
+async fn rerank(
+    State(app): AppState,
+    body: Result<Json<RerankRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(request) = body.map_err(|e| app.fail(e.into()))?;
+    if request.texts.is_empty() {
+        return Err(app.fail(ApiError::empty("`texts` cannot be empty")));
+    }
+    if app.kind != Kind::Reranker {
+        return Err(app.fail(ApiError::model_type("model is not a re-ranker model")));
+    }
+    app.check_options(request.truncation_direction, None)?;
+    let items = request.texts.iter().map(|t| Item::Pair(request.query.clone(), t.clone())).collect();
+    let truncate = request.truncate.unwrap_or(app.auto_truncate);
+    let task = Task::Rerank { raw_scores: request.raw_scores };
+    let done = app.infer(items, true, task, truncate).await?;
+    let mut ranks = Vec::with_capacity(done.outputs.len());
+    for (index, output) in done.outputs.iter().enumerate() {
+        let Value::Score(score) = output.value else {
+            return Err(app.fail(ApiError::inference("expected a score")));
+        };
+        if score.is_nan() {
+            return Err(app.fail(ApiError::inference("score is NaN")));
+        }
+        let text = request.return_text.then(|| request.texts[index].clone());
+        ranks.push(Rank { index, text, score });
+    }
+    ranks.sort_by(|a, b| b.score.total_cmp(&a.score));
+    Ok((done.headers(), Json(ranks)).into_response())
+}
+
+/// TEI's /similarity: the cosine similarity of each sentence's embedding to the source
+/// sentence's.
+async fn similarity(
+    State(app): AppState,
+    body: Result<Json<SimilarityRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(request) = body.map_err(|e| app.fail(e.into()))?;
+    let SimilarityInput { source_sentence, sentences } = request.inputs;
+    if sentences.is_empty() {
+        return Err(app.fail(ApiError::empty("`inputs.sentences` cannot be empty")));
+    }
+    // The source sentence counts in the batch, as in TEI.
+    app.check_batch(sentences.len() + 1).map_err(|e| app.fail(e))?;
+    let parameters = request.parameters.unwrap_or_default();
+    let prompt = app.check_options(parameters.truncation_direction, parameters.prompt_name.as_deref())?;
+    let items = std::iter::once(source_sentence).chain(sentences).map(Item::Text).collect();
+    let truncate = parameters.truncate.unwrap_or(app.auto_truncate);
+    let done = app.infer(items, true, Task::Embed { prompt }, truncate).await?;
+    let vectors = done
+        .outputs
+        .iter()
+        .map(|o| app.embedding(o, None, false))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| app.fail(e))?;
+    let scores: Vec<f32> = vectors[1..].iter().map(|v| roformer::cosine_similarity(&vectors[0], v)).collect();
+    Ok((done.headers(), Json(scores)).into_response())
+}
+
+/// TEI's /embed_all: every token's last hidden state, special tokens included, one list per input.
+async fn embed_all(
+    State(app): AppState,
+    body: Result<Json<EmbedAllRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(request) = body.map_err(|e| app.fail(e.into()))?;
+    if app.check_options(request.truncation_direction, request.prompt_name.as_deref())?.is_some() {
+        return Err(app.fail(ApiError::validation(
+            "Input validation error: `prompt_name` is not supported on /embed_all",
+        )));
+    }
+    let (items, batch) = request.inputs.into_items();
+    let truncate = request.truncate.unwrap_or(app.auto_truncate);
+    let done = app.infer(items, batch, Task::EmbedAll, truncate).await?;
+    let mut all = Vec::with_capacity(done.outputs.len());
+    for output in &done.outputs {
+        let Value::Tokens(tokens) = &output.value else {
+            return Err(app.fail(ApiError::inference("expected token embeddings")));
+        };
+        all.push(tokens);
+    }
+    Ok((done.headers(), Json(all)).into_response())
+}
+
 async fn tokenize(
     State(app): AppState,
     body: Result<Json<TokenizeRequest>, JsonRejection>,
 ) -> Result<Json<Vec<Vec<Token>>>, ApiError> {
     let Json(request) = body.map_err(|e| app.fail(e.into()))?;
-    check_options(TruncationDirection::Right, request.prompt_name.as_deref()).map_err(|e| app.fail(e))?;
+    if let Some(name) = request.prompt_name {
+        return Err(app.fail(ApiError::validation(format!(
+            "Input validation error: `prompt_name` `{name}` is not supported on /tokenize"
+        ))));
+    }
     let texts = match request.inputs {
         TokenizeInput::Single(text) => vec![text],
         TokenizeInput::Batch(texts) => {
@@ -238,12 +452,12 @@ async fn decode(
 /// 200 only when a forward pass through the queue answers.
 async fn health(State(app): AppState) -> Response {
     let task = match app.kind {
-        Kind::Classifier => Task::Predict,
-        Kind::Embedding => Task::Embed,
+        Kind::Classifier | Kind::Reranker => Task::Predict,
+        Kind::Embedding => Task::Embed { prompt: None },
     };
     let healthy = match app.tokenizer.encode("health") {
         Ok(encoded) => {
-            let rx = app.queue.push(encoded, task);
+            let rx = app.queue.push(Job { encoded, texts: Vec::new(), task }, None);
             matches!(tokio::time::timeout(Duration::from_secs(60), rx).await, Ok(Ok(Ok(_))))
         }
         Err(_) => false,
@@ -262,21 +476,6 @@ async fn info(State(app): AppState) -> Json<serde_json::Value> {
 async fn metrics(State(app): AppState) -> Response {
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     ([(header::CONTENT_TYPE, content_type)], app.metrics.render()).into_response()
-}
-
-/// Options TEI has that this server cannot honour are refused, not ignored.
-fn check_options(direction: TruncationDirection, prompt_name: Option<&str>) -> Result<(), ApiError> {
-    if direction == TruncationDirection::Left {
-        return Err(ApiError::validation(
-            "Input validation error: `truncation_direction` `left` is not supported: inputs are truncated on the right",
-        ));
-    }
-    if let Some(name) = prompt_name {
-        return Err(ApiError::validation(format!(
-            "Input validation error: `prompt_name` is `{name}` but no prompts were found in the Sentence Transformers configuration"
-        )));
-    }
-    Ok(())
 }
 
 /// The answers of one request, with what its headers and metrics report.
@@ -322,6 +521,31 @@ impl App {
         error
     }
 
+    /// Options TEI has that this server cannot honour are refused, not ignored; a prompt name is
+    /// the index of its encoder.
+    fn check_options(
+        &self,
+        direction: TruncationDirection,
+        prompt_name: Option<&str>,
+    ) -> Result<Option<usize>, ApiError> {
+        if direction == TruncationDirection::Left {
+            return Err(self.fail(ApiError::validation(
+                "Input validation error: `truncation_direction` `left` is not supported: inputs are truncated on the right",
+            )));
+        }
+        let Some(name) = prompt_name else { return Ok(None) };
+        match self.prompt_names.iter().position(|n| n == name) {
+            Some(i) => Ok(Some(i)),
+            None if self.prompt_names.is_empty() => Err(self.fail(ApiError::validation(format!(
+                "Input validation error: `prompt_name` is `{name}` but no prompts were found in the Sentence Transformers configuration"
+            )))),
+            None => Err(self.fail(ApiError::validation(format!(
+                "Input validation error: `prompt_name` `{name}` is not in the Sentence Transformers configuration prompts ({})",
+                self.prompt_names.join(", ")
+            )))),
+        }
+    }
+
     fn check_batch(&self, n: usize) -> Result<(), ApiError> {
         if n > self.max_client_batch_size {
             return Err(ApiError::batch_size(n, self.max_client_batch_size));
@@ -341,18 +565,18 @@ impl App {
         let method = if batch { "method=\"batch\"" } else { "method=\"single\"" };
         self.metrics.inc("te_request_count", method);
         let (count, success, prefix) = match task {
-            Task::Embed => ("te_embed_count", "te_embed_success", "te_embed"),
-            Task::Predict => ("te_predict_count", "te_predict_success", "te_predict"),
+            Task::Embed { .. } | Task::EmbedAll => ("te_embed_count", "te_embed_success", "te_embed"),
+            Task::Predict | Task::Rerank { .. } => ("te_predict_count", "te_predict_success", "te_predict"),
         };
         if items.is_empty() {
             return Err(self.fail(ApiError::empty("`inputs` cannot be empty")));
         }
         self.check_batch(items.len()).map_err(|e| self.fail(e))?;
-        // One permit per input, as TEI; held until the answers are in.
-        let _permits = u32::try_from(items.len())
-            .ok()
-            .and_then(|n| self.permits.clone().try_acquire_many_owned(n).ok())
-            .ok_or_else(|| self.fail(ApiError::overloaded()))?;
+        // Admission: a request is refused (429) only when every permit is held, by inputs queued or
+        // running; once in, each of its inputs waits for its own permit, which the worker gives
+        // back when it answers that input.
+        let first =
+            self.permits.clone().try_acquire_owned().map_err(|_| self.fail(ApiError::overloaded()))?;
         self.metrics.add(count, "", items.len() as u64);
 
         let characters = items
@@ -363,17 +587,42 @@ impl App {
                 Item::Ids(_) => 0,
             })
             .sum();
-        let mut encodings = Vec::with_capacity(items.len());
-        for item in &items {
-            encodings.push(self.encode(item, truncate).map_err(|e| self.fail(e))?);
+        let text_input = matches!(task, Task::Embed { prompt: Some(_) } | Task::Rerank { .. });
+        let mut jobs = Vec::with_capacity(items.len());
+        for item in items {
+            let encoded = self.encode(&item, truncate).map_err(|e| self.fail(e))?;
+            let texts = match item {
+                _ if !text_input => Vec::new(),
+                Item::Text(t) => vec![t],
+                Item::Pair(a, b) => vec![a, b],
+                Item::Ids(_) => {
+                    return Err(self.fail(ApiError::validation(
+                        "Input validation error: `prompt_name` cannot be used with token ids",
+                    )))
+                }
+            };
+            jobs.push(Job { encoded, texts, task });
         }
         let tokenization = start.elapsed();
-        let tokens = encodings.iter().map(Encoded::len).sum();
-        for e in &encodings {
-            self.metrics.observe("te_request_input_length", e.len() as f64);
+        let tokens = jobs.iter().map(|j| j.encoded.len()).sum();
+        for j in &jobs {
+            self.metrics.observe("te_request_input_length", j.encoded.len() as f64);
         }
 
-        let receivers: Vec<_> = encodings.into_iter().map(|e| self.queue.push(e, task)).collect();
+        let mut receivers = Vec::with_capacity(jobs.len());
+        let mut first = Some(first);
+        for job in jobs {
+            let permit = match first.take() {
+                Some(permit) => permit,
+                None => self
+                    .permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| self.fail(ApiError::inference("the server is shutting down")))?,
+            };
+            receivers.push(self.queue.push(job, Some(permit)));
+        }
         let mut outputs = Vec::with_capacity(receivers.len());
         for rx in receivers {
             match rx.await {

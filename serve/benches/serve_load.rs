@@ -1,8 +1,8 @@
-//! Load on the serve example: single-sentence /predict requests from 1, 8 and 32 client threads,
+//! Load on roformer-serve: single-sentence /predict requests from 1, 8 and 32 client threads,
 //! with dynamic batching on and off (`--max-batch-requests 1`); throughput, p50 and p99 latency, and the
 //! mean number of inputs per batch the server ran.
 //!
-//! `cargo build --release --example serve && cargo bench --bench serve_load`
+//! `cargo bench -p roformer-serve --bench serve_load` (cargo builds the server first)
 //!
 //! Environment: `SERVE_MODEL` (default models/roformer-sst2), `SERVE_SECONDS` per cell (5),
 //! `SERVE_FLAGS` (more server flags), `SST2_DEV` (GLUE SST-2 dev.tsv; default ../shared/data/glue/SST-2/dev.tsv, else built-in sentences).
@@ -29,13 +29,9 @@ const BUILT_IN: [&str; 12] = [
 ];
 
 fn main() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let exe = std::env::current_exe().unwrap();
-    let server_exe = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join("serve");
-    if !server_exe.exists() {
-        eprintln!("{} is missing: run `cargo build --release --example serve` first", server_exe.display());
-        std::process::exit(1);
-    }
+    // The workspace root, where models/ and the default data path are.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server_exe = PathBuf::from(env!("CARGO_BIN_EXE_roformer-serve"));
     let model = std::env::var("SERVE_MODEL")
         .unwrap_or_else(|_| root.join("models/roformer-sst2").display().to_string());
     // More server flags for every run, e.g. `--quantize int8`.

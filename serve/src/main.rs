@@ -1,8 +1,10 @@
-//! An HTTP server with text-embeddings-inference's API (TEI 1.9): /embed, /predict,
-//! /v1/embeddings (OpenAI), /tokenize, /decode, POST /, /health, /info and /metrics, with dynamic
-//! batching by token budget on a dedicated inference thread.
+//! An HTTP server with text-embeddings-inference's API (TEI 1.9): /embed, /embed_all, /predict,
+//! /rerank, /similarity, /v1/embeddings (OpenAI), /tokenize, /decode, POST /, /health, /info,
+//! /metrics, and the OpenAPI document at /api-doc/openapi.json (Swagger UI at /docs), with
+//! dynamic batching by token budget on a dedicated inference thread.
 //!
-//! `cargo run --release --example serve -- --model models/roformer-sst2 --port 8080`
+//! `cargo run --release -p roformer-serve -- --model models/roformer-sst2 --port 8080`, or
+//! `cargo install --path serve` and `roformer-serve --model ...`.
 //!
 //! It prints `listening on HOST:PORT` once it accepts connections (`--port 0` picks a free port),
 //! and on SIGTERM or Ctrl-C stops accepting, finishes the requests in flight and exits 0.
@@ -11,18 +13,17 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use roformer::{Config, Pooling, SentenceEncoder, TextClassifier, Truncation};
+use roformer::{Config, Pooling, Reranker, SentenceEncoder, TextClassifier, Truncation};
 
-#[path = "../common/mod.rs"]
-mod common;
+use roformer_cli as common;
 
 mod api;
 mod metrics;
 mod queue;
 mod routes;
 
-use queue::{Backend, Limits, Queue};
-use routes::{App, Kind};
+use queue::{Backend, Head, Limits, Queue};
+use routes::{App, Guard, Kind};
 
 #[derive(Parser)]
 #[command(about = "Serve a RoFormer checkpoint over text-embeddings-inference's HTTP API")]
@@ -47,7 +48,8 @@ struct Args {
     /// Inputs one batch may hold (no limit by default); 1 turns dynamic batching off.
     #[arg(long)]
     max_batch_requests: Option<usize>,
-    /// Inputs in flight at once; past it requests get 429.
+    /// Inputs queued or running at once. A request that finds them all taken gets 429; once in,
+    /// each of its inputs waits for its turn.
     #[arg(long, default_value_t = 512)]
     max_concurrent_requests: usize,
     /// Inputs one request may hold.
@@ -66,6 +68,19 @@ struct Args {
     /// The model name /info and /v1/embeddings report (default: --model).
     #[arg(long)]
     served_model_name: Option<String>,
+    /// Requests must carry `Authorization: Bearer KEY` (health, metrics and docs excepted), else 401.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Origins browsers may call from (CORS), e.g. `https://example.com`; `*` for any. Repeat or
+    /// separate with commas.
+    #[arg(long, value_delimiter = ',')]
+    cors_allow_origin: Option<Vec<String>>,
+    /// Seconds a client has to send a request's headers before the connection is closed.
+    #[arg(long, default_value_t = 30.0)]
+    header_read_timeout: f64,
+    /// Seconds a client has to send a request's body before it gets 408 and the connection closes.
+    #[arg(long, default_value_t = 60.0)]
+    body_read_timeout: f64,
 }
 
 fn main() -> std::process::ExitCode {
@@ -82,6 +97,20 @@ fn run() -> Result<()> {
             "--max-batch-requests, --max-concurrent-requests and --max-client-batch-size must be at least 1"
         );
     }
+    let seconds = |flag: &str, s: f64| {
+        if s.is_finite() && s > 0.0 {
+            Ok(std::time::Duration::from_secs_f64(s))
+        } else {
+            bail!("{flag} must be a positive number of seconds, not {s}")
+        }
+    };
+    let header_read_timeout = seconds("--header-read-timeout", args.header_read_timeout)?;
+    let guard = Guard {
+        api_key: args.api_key.clone(),
+        cors_allow_origin: args.cors_allow_origin.clone(),
+        payload_limit: args.payload_limit,
+        body_read_timeout: seconds("--body-read-timeout", args.body_read_timeout)?,
+    };
     let metrics = Arc::new(metrics::Metrics::default());
     let (backend, app) = load(&args, metrics.clone())?;
     let queue = app.queue.clone();
@@ -108,10 +137,8 @@ fn run() -> Result<()> {
             writeln!(stdout, "listening on {address}")?;
             stdout.flush()?;
         }
-        axum::serve(listener, routes::router(app, args.payload_limit))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving")
+        serve(listener, routes::router(app, guard), header_read_timeout, shutdown).await;
+        Ok(())
     });
     // Every request has had its answer by now; let the worker drain and stop.
     queue.close();
@@ -139,33 +166,44 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
     let is_classifier =
         config.architectures.iter().flatten().any(|a| a.ends_with("ForSequenceClassification"));
     let load_context = || format!("loading {}", args.model);
-    let (backend, kind, mut tokenizer, max_length, model_type) = if is_classifier {
-        let classifier = TextClassifier::from_pretrained_with(&dir, options).with_context(load_context)?;
-        let encoder = SentenceEncoder::from_classifier(&classifier)?;
+    let classifier_type = |kind: &str| {
         let labels = (0..config.num_labels()).map(|i| config.label(i));
         let id2label: serde_json::Map<_, _> =
             labels.clone().enumerate().map(|(i, l)| (i.to_string(), l.into())).collect();
         let label2id: serde_json::Map<_, _> = labels.enumerate().map(|(i, l)| (l, i.into())).collect();
-        let model_type = serde_json::json!({"classifier": {"id2label": id2label, "label2id": label2id}});
-        let (tokenizer, max_length) = (classifier.tokenizer().clone(), classifier.max_length());
-        (
-            Backend::Classifier { classifier: Box::new(classifier), encoder },
-            Kind::Classifier,
-            tokenizer,
-            max_length,
-            model_type,
-        )
+        serde_json::json!({kind: {"id2label": id2label, "label2id": label2id}})
+    };
+    let (head, kind, encoder, model_type) = if is_classifier {
+        let classifier =
+            TextClassifier::from_pretrained_with(&dir, options.clone()).with_context(load_context)?;
+        let encoder = SentenceEncoder::from_classifier(&classifier)?;
+        // One label is a cross-encoder, as TEI reads it.
+        if config.num_labels() == 1 {
+            let reranker = Reranker::from_classifier(classifier).with_context(load_context)?;
+            (Head::Reranker(Box::new(reranker)), Kind::Reranker, encoder, classifier_type("reranker"))
+        } else {
+            (Head::Classifier(Box::new(classifier)), Kind::Classifier, encoder, classifier_type("classifier"))
+        }
     } else {
-        let encoder = SentenceEncoder::from_pretrained_with(&dir, options).with_context(load_context)?;
+        let encoder =
+            SentenceEncoder::from_pretrained_with(&dir, options.clone()).with_context(load_context)?;
         let pooling = match encoder.pooling() {
             Pooling::Cls => "cls",
             Pooling::Mean => "mean",
             Pooling::Pooler => "pooler",
         };
-        let model_type = serde_json::json!({"embedding": {"pooling": pooling}});
-        let (tokenizer, max_length) = (encoder.tokenizer().clone(), encoder.max_length());
-        (Backend::Encoder(encoder), Kind::Embedding, tokenizer, max_length, model_type)
+        (Head::None, Kind::Embedding, encoder, serde_json::json!({"embedding": {"pooling": pooling}}))
     };
+    let (mut tokenizer, max_length) = (encoder.tokenizer().clone(), encoder.max_length());
+    // A request's prompt picks an encoder loaded with it: prompts are a load-time option of the
+    // library's pipeline (each encoder holds its own copy of the weights).
+    let prompt_names = prompt_names(&dir)?;
+    let mut prompted = Vec::with_capacity(prompt_names.len());
+    for name in &prompt_names {
+        let options = options.clone().with_prompt_name(name);
+        prompted.push(SentenceEncoder::from_pretrained_with(&dir, options).with_context(load_context)?);
+    }
+    let backend = Backend { encoder, prompted, head };
     // As TEI: an input must fit in one batch, so the max input length is capped by the budget
     // when truncating, and is a startup error otherwise.
     let max_input_length = if max_length > args.max_batch_tokens {
@@ -220,12 +258,68 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
         auto_truncate: args.auto_truncate,
         served_model_name,
         compute_type,
+        prompt_names,
         info,
         queue: Arc::new(Queue::new(limits, metrics.clone())),
         permits: Arc::new(tokio::sync::Semaphore::new(args.max_concurrent_requests)),
         metrics,
     };
     Ok((backend, Arc::new(app)))
+}
+
+/// The prompt names of a sentence-transformers folder (`config_sentence_transformers.json`),
+/// sorted; none for any other folder.
+fn prompt_names(dir: &std::path::Path) -> Result<Vec<String>> {
+    let path = dir.join("config_sentence_transformers.json");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut names: Vec<String> =
+        value["prompts"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    names.sort();
+    Ok(names)
+}
+
+/// Accepts connections until `shutdown`, then stops accepting and lets every connection finish
+/// the request it has begun. hyper's own loop rather than axum::serve, which sets no timer and
+/// so no header read timeout: a client that sends its headers a byte at a time is cut off.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    header_read_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let connection = http.serve_connection(TokioIo::new(stream), service.clone());
+                    let connection = graceful.watch(connection);
+                    tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                }
+                // Out of file descriptors, say: the next accept may succeed.
+                Err(e) => {
+                    eprintln!("accepting a connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 /// Tokenization runs in the handlers, on the runtime's threads (one per core).

@@ -67,6 +67,16 @@ impl ApiError {
         }
     }
 
+    /// A body that did not arrive within `--body-read-timeout`.
+    pub fn body_timeout() -> Self {
+        Self {
+            status: StatusCode::REQUEST_TIMEOUT,
+            error_type: ErrorType::Validation,
+            message: "the request body did not arrive in time".into(),
+            metric: "timeout",
+        }
+    }
+
     pub fn overloaded() -> Self {
         Self {
             status: StatusCode::TOO_MANY_REQUESTS,
@@ -215,6 +225,15 @@ pub struct PredictRequest {
     pub truncation_direction: TruncationDirection,
     #[serde(default)]
     pub raw_scores: bool,
+    /// What huggingface_hub's `text_classification` sends to `POST /`; only `top_k` is read.
+    #[serde(default)]
+    pub parameters: Option<PredictParameters>,
+}
+
+#[derive(Deserialize, Default)]
+pub struct PredictParameters {
+    #[serde(default)]
+    pub top_k: Option<usize>,
 }
 
 /// TEI's reading of /predict inputs, where the first element decides: `"a"` and `["a"]` are one
@@ -222,6 +241,12 @@ pub struct PredictRequest {
 pub enum PredictInput {
     Single(Item),
     Batch(Vec<Item>),
+    /// A flat list of more than two strings: neither a text, a pair nor a batch. Kept until the
+    /// handler, which answers 413 when it is longer than a batch may be, else 422.
+    Invalid {
+        length: usize,
+        message: String,
+    },
 }
 
 const PREDICT_EXPECTING: &str =
@@ -259,6 +284,10 @@ fn parse_predict_input(value: Value) -> Result<PredictInput, String> {
                 })
                 .collect::<Result<Vec<Item>, String>>()
                 .map(PredictInput::Batch),
+            _ if items.len() > 2 && items.iter().all(Value::is_string) => Ok(PredictInput::Invalid {
+                length: items.len(),
+                message: format!("invalid length {}, expected {PREDICT_EXPECTING}", items.len()),
+            }),
             _ => strings(&items).map(PredictInput::Single),
         },
         other => Err(format!("invalid type: {other}, expected {PREDICT_EXPECTING}")),
@@ -280,6 +309,62 @@ pub struct Prediction {
 }
 
 #[derive(Deserialize)]
+pub struct RerankRequest {
+    pub query: String,
+    pub texts: Vec<String>,
+    #[serde(default)]
+    pub truncate: Option<bool>,
+    #[serde(default)]
+    pub truncation_direction: TruncationDirection,
+    #[serde(default)]
+    pub raw_scores: bool,
+    #[serde(default)]
+    pub return_text: bool,
+}
+
+#[derive(Serialize)]
+pub struct Rank {
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    pub score: f32,
+}
+
+#[derive(Deserialize)]
+pub struct SimilarityRequest {
+    pub inputs: SimilarityInput,
+    #[serde(default)]
+    pub parameters: Option<SimilarityParameters>,
+}
+
+#[derive(Deserialize)]
+pub struct SimilarityInput {
+    pub source_sentence: String,
+    pub sentences: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+pub struct SimilarityParameters {
+    #[serde(default)]
+    pub truncate: Option<bool>,
+    #[serde(default)]
+    pub truncation_direction: TruncationDirection,
+    #[serde(default)]
+    pub prompt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct EmbedAllRequest {
+    pub inputs: Input,
+    #[serde(default)]
+    pub truncate: Option<bool>,
+    #[serde(default)]
+    pub truncation_direction: TruncationDirection,
+    #[serde(default)]
+    pub prompt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
 pub struct OpenAiRequest {
     pub input: Input,
     /// Ignored, as TEI does: the server has one model.
@@ -290,6 +375,9 @@ pub struct OpenAiRequest {
     pub encoding_format: EncodingFormat,
     #[serde(default)]
     pub dimensions: Option<usize>,
+    /// Not OpenAI's, but what TEI's /v1/embeddings also takes.
+    #[serde(default)]
+    pub prompt_name: Option<String>,
 }
 
 #[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy)]

@@ -1,0 +1,256 @@
+//! Dynamic batching: handlers push one entry per input; one worker thread takes what has queued
+//! up, within a token budget, runs it through the library pipeline and answers each entry on its
+//! own oneshot channel. Model work never runs on the async runtime's threads.
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use roformer::{Classification, Encoded, Inputs, Reranker, SentenceEncoder, TextClassifier};
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
+
+use crate::metrics::Metrics;
+
+/// The loaded model. Every model embeds: a classifier or reranker through its own encoder
+/// (shared weights).
+pub struct Backend {
+    pub encoder: SentenceEncoder,
+    /// One encoder per prompt name of a sentence-transformers folder, in `App::prompt_names`
+    /// order: the library puts a prompt before the text, so a prompted input goes in as text.
+    pub prompted: Vec<SentenceEncoder>,
+    pub head: Head,
+}
+
+pub enum Head {
+    None,
+    Classifier(Box<TextClassifier>),
+    Reranker(Box<Reranker>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Task {
+    /// Pooled; `prompt` indexes `Backend::prompted`.
+    Embed {
+        prompt: Option<usize>,
+    },
+    /// Every token's last hidden state.
+    EmbedAll,
+    Predict,
+    /// A (query, text) pair's score.
+    Rerank {
+        raw_scores: bool,
+    },
+}
+
+pub enum Value {
+    /// Pooled, not normalised: normalising is the request's choice.
+    Embedding(Vec<f32>),
+    Tokens(Vec<Vec<f32>>),
+    Classification(Classification),
+    Score(f32),
+}
+
+pub struct Output {
+    pub value: Value,
+    pub queue_time: Duration,
+    pub inference_time: Duration,
+}
+
+pub type Reply = Result<Output, String>;
+
+/// One input, tokenized by the handler (for its checks and the token budget); the pipelines that
+/// take text (prompted embeddings, reranking) get `texts` too.
+pub struct Job {
+    pub encoded: Encoded,
+    pub texts: Vec<String>,
+    pub task: Task,
+}
+
+struct Entry {
+    job: Job,
+    tx: oneshot::Sender<Reply>,
+    enqueued: Instant,
+    /// Held until the input is answered: `--max-concurrent-requests` counts inputs in flight.
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+#[derive(Clone, Copy)]
+pub struct Limits {
+    pub max_batch_tokens: usize,
+    pub max_batch_requests: Option<usize>,
+}
+
+pub struct Queue {
+    state: Mutex<State>,
+    wake: Condvar,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Default)]
+struct State {
+    entries: VecDeque<Entry>,
+    closed: bool,
+}
+
+impl Queue {
+    pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
+        Self { state: Mutex::default(), wake: Condvar::new(), limits, metrics }
+    }
+
+    /// Queues one encoded input; the receiver gets its answer. Dropping the receiver (a client
+    /// that went away) makes the worker skip the entry.
+    pub fn push(&self, job: Job, permit: Option<OwnedSemaphorePermit>) -> oneshot::Receiver<Reply> {
+        let (tx, rx) = oneshot::channel();
+        let mut state = self.lock();
+        if state.closed {
+            let _ = tx.send(Err("the server is shutting down".into()));
+            return rx;
+        }
+        state.entries.push_back(Entry { job, tx, enqueued: Instant::now(), permit });
+        self.metrics.set_gauge("te_queue_size", state.entries.len() as f64);
+        drop(state);
+        self.wake.notify_one();
+        rx
+    }
+
+    /// No more entries; the worker finishes what is queued, then stops.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.wake.notify_all();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Blocks until entries are queued, then takes them from the front while they fit in the
+    /// token budget (strict FIFO, as TEI). `None` once closed and drained.
+    fn next_batch(&self) -> Option<Vec<Entry>> {
+        let mut state = self.lock();
+        while state.entries.is_empty() && !state.closed {
+            state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        if state.entries.is_empty() {
+            return None;
+        }
+        let max_requests = self.limits.max_batch_requests.unwrap_or(usize::MAX);
+        let mut batch = Vec::new();
+        let mut tokens = 0;
+        while batch.len() < max_requests {
+            let Some(entry) = state.entries.pop_front() else { break };
+            if entry.tx.is_closed() {
+                self.metrics.inc("te_request_failure", "err=\"dropped\"");
+                continue;
+            }
+            // Inputs never exceed the budget alone (max input length <= max batch tokens).
+            let len = entry.job.encoded.len();
+            if !batch.is_empty() && tokens + len > self.limits.max_batch_tokens {
+                state.entries.push_front(entry);
+                break;
+            }
+            tokens += len;
+            batch.push(entry);
+        }
+        self.metrics.set_gauge("te_queue_size", state.entries.len() as f64);
+        self.metrics.observe("te_batch_next_size", batch.len() as f64);
+        self.metrics.observe("te_batch_next_tokens", tokens as f64);
+        Some(batch)
+    }
+}
+
+/// The worker's loop: runs until the queue is closed and empty. A batch runs one pipeline call
+/// per task in it.
+pub fn work(queue: &Queue, backend: &Backend) {
+    while let Some(mut batch) = queue.next_batch() {
+        while let Some(task) = batch.first().map(|e| e.job.task) {
+            let (same, rest): (Vec<Entry>, Vec<Entry>) = batch.into_iter().partition(|e| e.job.task == task);
+            batch = rest;
+            run(same, |jobs| forward(backend, task, jobs));
+        }
+    }
+}
+
+fn forward(backend: &Backend, task: Task, jobs: &[Job]) -> Result<Vec<Value>, roformer::BoxError> {
+    let encodings = || jobs.iter().map(|j| j.encoded.clone()).collect::<Vec<_>>();
+    Ok(match (task, &backend.head) {
+        (Task::Embed { prompt: None }, _) => {
+            backend.encoder.encode_tokenized(&encodings())?.into_iter().map(Value::Embedding).collect()
+        }
+        (Task::Embed { prompt: Some(p) }, _) => {
+            let texts: Vec<&str> = jobs.iter().map(|j| j.texts[0].as_str()).collect();
+            let encoder = backend.prompted.get(p).ok_or("no encoder for this prompt")?;
+            encoder.encode(&texts)?.into_iter().map(Value::Embedding).collect()
+        }
+        (Task::EmbedAll, _) => {
+            let model = backend.encoder.model();
+            let mut out = Vec::with_capacity(jobs.len());
+            // One input per forward pass: its tokens alone, no padding to strip.
+            for job in jobs {
+                let e = &job.encoded;
+                let ids = candle_core::Tensor::new(e.input_ids.as_slice(), model.device())?.unsqueeze(0)?;
+                let types =
+                    candle_core::Tensor::new(e.token_type_ids.as_slice(), model.device())?.unsqueeze(0)?;
+                let hidden = model.forward(Inputs::new(&ids).with_token_type_ids(&types))?;
+                let hidden = hidden.squeeze(0)?.to_dtype(candle_core::DType::F32)?;
+                out.push(Value::Tokens(hidden.to_vec2::<f32>()?));
+            }
+            out
+        }
+        (Task::Predict, Head::Classifier(classifier)) => {
+            classifier.classify_tokenized(&encodings())?.into_iter().map(Value::Classification).collect()
+        }
+        (Task::Predict, Head::Reranker(reranker)) => reranker
+            .classifier()
+            .classify_tokenized(&encodings())?
+            .into_iter()
+            .map(Value::Classification)
+            .collect(),
+        (Task::Rerank { raw_scores }, Head::Reranker(reranker)) => {
+            let pairs: Vec<(&str, &str)> =
+                jobs.iter().map(|j| (j.texts[0].as_str(), j.texts[1].as_str())).collect();
+            let scores = if raw_scores { reranker.predict_raw(&pairs)? } else { reranker.predict(&pairs)? };
+            scores.into_iter().map(Value::Score).collect()
+        }
+        // Handlers check the model kind before queueing.
+        (Task::Predict, _) => return Err("Model is not a classifier model".into()),
+        (Task::Rerank { .. }, _) => return Err("model is not a re-ranker model".into()),
+    })
+}
+
+/// Runs one pipeline call and answers every entry; a failure (or a panic) answers each with it.
+/// Each entry's permit goes back once it is answered.
+fn run(entries: Vec<Entry>, forward: impl FnOnce(&[Job]) -> Result<Vec<Value>, roformer::BoxError>) {
+    let start = Instant::now();
+    let mut jobs = Vec::with_capacity(entries.len());
+    let mut replies = Vec::with_capacity(entries.len());
+    for e in entries {
+        jobs.push(e.job);
+        replies.push((e.tx, e.enqueued, e.permit));
+    }
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| forward(&jobs)));
+    let inference_time = start.elapsed();
+    let values = match result {
+        Ok(Ok(values)) if values.len() == replies.len() => Ok(values),
+        Ok(Ok(values)) => Err(format!("{} outputs for {} inputs", values.len(), replies.len())),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the model panicked on this batch".to_string()),
+    };
+    match values {
+        Ok(values) => {
+            for ((tx, enqueued, permit), value) in replies.into_iter().zip(values) {
+                let queue_time = start.duration_since(enqueued);
+                // A receiver gone meanwhile is a client that left; nothing to do.
+                let _ = tx.send(Ok(Output { value, queue_time, inference_time }));
+                drop(permit);
+            }
+        }
+        Err(message) => {
+            for (tx, _, permit) in replies {
+                let _ = tx.send(Err(message.clone()));
+                drop(permit);
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! TEI's surface beyond the original routes: /rerank, /similarity, /embed_all, prompt names,
+//! the API key, CORS, the OpenAPI document, the 413 of an oversized batch, admission (429) and
+//! read timeouts.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use roformer::{cosine_similarity, Inputs, PipelineOptions, Reranker, SentenceEncoder, TextClassifier};
+use serde_json::{json, Value};
+
+use crate::*;
+
+fn st_model(name: &str) -> String {
+    format!("{}/../tests/fixtures/sentence_transformers/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+const DOCS: [&str; 5] =
+    ["the movie was terrible", "a great film", "the cat sat on the mat", "a great film", "what a good movie"];
+
+#[test]
+fn rerank_answers_as_the_reranker_sorted_best_first() {
+    let server = Server::start(&st_model("cross_encoder"), &[]);
+    let reranker = Reranker::from_pretrained(st_model("cross_encoder")).unwrap();
+    let query = "a good movie";
+    for raw in [false, true] {
+        let want =
+            if raw { reranker.rank_raw(query, &DOCS).unwrap() } else { reranker.rank(query, &DOCS).unwrap() };
+        let got = server.ok("/rerank", json!({"query": query, "texts": DOCS, "raw_scores": raw}));
+        let got = got.as_array().unwrap();
+        assert_eq!(got.len(), DOCS.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g["index"], w.index, "raw {raw}: order {got:?}");
+            let score = g["score"].as_f64().unwrap() as f32;
+            assert!((score - w.score).abs() <= TOLERANCE, "raw {raw}: {score} vs {}", w.score);
+            assert!(g.get("text").is_none(), "{g}");
+        }
+        let scores: Vec<f64> = got.iter().map(|g| g["score"].as_f64().unwrap()).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "not sorted: {scores:?}");
+    }
+    // sentence-transformers' CrossEncoder.predict, from the committed fixture.
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}/expected.json", st_model("cross_encoder"))).unwrap(),
+    )
+    .unwrap();
+    let pairs = expected["pairs"].as_array().unwrap();
+    let scores = expected["scores"].as_array().unwrap();
+    for (pair, want) in pairs.iter().zip(scores).take(5) {
+        let (q, t) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+        let got = server.ok("/rerank", json!({"query": q, "texts": [t], "return_text": true}));
+        assert_eq!(got[0]["text"], t);
+        let score = got[0]["score"].as_f64().unwrap();
+        assert!((score - want.as_f64().unwrap()).abs() <= 1e-4, "{q} / {t}: {score} vs {want}");
+    }
+    // POST / on a reranker is /rerank; /predict works too (one label).
+    let got = server.ok("/", json!({"query": query, "texts": DOCS}));
+    assert_eq!(got.as_array().unwrap().len(), DOCS.len());
+    server.ok("/predict", json!({"inputs": [query, DOCS[0]]}));
+    assert_eq!(server.post("/rerank", r#"{"query": "q", "texts": []}"#).0, 422);
+
+    // A model that is no reranker: 424.
+    let classifier = Server::start(&model("cls"), &[]);
+    let (status, text) = classifier.post("/rerank", &json!({"query": query, "texts": DOCS}).to_string());
+    assert_eq!(status, 424, "{text}");
+}
+
+#[test]
+fn similarity_embed_all_and_prompts_answer_as_the_library() {
+    let server = Server::start(&model("sim"), &[]);
+    let encoder =
+        SentenceEncoder::from_pretrained_with(model("sim"), PipelineOptions::default().with_normalize(false))
+            .unwrap();
+    let pooled = encoder.encode(&TEXTS).unwrap();
+    let got =
+        server.ok("/similarity", json!({"inputs": {"source_sentence": TEXTS[0], "sentences": &TEXTS[1..]}}));
+    let got = vector(&got);
+    assert_eq!(got.len(), TEXTS.len() - 1);
+    for (i, g) in got.iter().enumerate() {
+        let want = cosine_similarity(&pooled[0], &pooled[i + 1]);
+        assert!((g - want).abs() <= TOLERANCE, "/similarity[{i}]: {g} vs {want}");
+    }
+    let (status, _) = server.post("/similarity", r#"{"inputs": {"source_sentence": "a", "sentences": []}}"#);
+    assert_eq!(status, 422);
+
+    // Every token's last hidden state, special tokens included.
+    let model_ = encoder.model();
+    let got = server.ok("/embed_all", json!({"inputs": [TEXTS[0], TEXTS[4]]}));
+    let got = got.as_array().unwrap();
+    assert_eq!(got.len(), 2);
+    for (g, text) in got.iter().zip([TEXTS[0], TEXTS[4]]) {
+        let encoded = encoder.tokenizer().encode(text).unwrap();
+        let ids = candle_core::Tensor::new(encoded.input_ids.as_slice(), model_.device())
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let want = model_.forward(Inputs::new(&ids)).unwrap().squeeze(0).unwrap().to_vec2::<f32>().unwrap();
+        let rows = vectors_of(g);
+        assert_eq!(rows.len(), encoded.len(), "{text}: one row per token");
+        assert_vectors_close(&format!("/embed_all {text}"), &rows, &want);
+    }
+    let single = server.ok("/embed_all", json!({"inputs": TEXTS[2]}));
+    assert_eq!(single.as_array().unwrap().len(), 1, "a single input is nested too");
+
+    // A folder without prompts refuses a prompt name.
+    let (status, text) = server.post("/embed", &json!({"inputs": "a", "prompt_name": "query"}).to_string());
+    assert_eq!(status, 422, "{text}");
+
+    // A sentence-transformers folder with prompts: the request's prompt picks an encoder loaded with it.
+    let st = Server::start(&st_model("old_mean"), &[]);
+    for name in ["query", "passage"] {
+        let options = PipelineOptions::default().with_prompt_name(name);
+        let want = SentenceEncoder::from_pretrained_with(st_model("old_mean"), options)
+            .unwrap()
+            .encode(&TEXTS[..3])
+            .unwrap();
+        let got = vectors(&st.ok("/embed", json!({"inputs": &TEXTS[..3], "prompt_name": name})));
+        assert_vectors_close(&format!("/embed prompt {name}"), &got, &want);
+        let answer = st.ok("/v1/embeddings", json!({"input": &TEXTS[..3], "prompt_name": name}));
+        let got: Vec<Vec<f32>> =
+            answer["data"].as_array().unwrap().iter().map(|d| vector(&d["embedding"])).collect();
+        assert_vectors_close(&format!("/v1/embeddings prompt {name}"), &got, &want);
+    }
+    let (status, text) = st.post("/embed", &json!({"inputs": "a", "prompt_name": "nope"}).to_string());
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("query"), "names the prompts there are: {text}");
+}
+
+fn vectors_of(value: &Value) -> Vec<Vec<f32>> {
+    value.as_array().unwrap().iter().map(vector).collect()
+}
+
+#[test]
+fn api_key_cors_and_the_openapi_document() {
+    let server =
+        Server::start(&model("cls"), &["--api-key", "s3cret", "--cors-allow-origin", "https://example.com"]);
+    let body = json!({"inputs": "a great film"}).to_string();
+    let json_type = ("content-type", "application/json");
+    let (status, _, _) = server.request("POST", "/predict", &[json_type], &body);
+    assert_eq!(status, 401, "no key");
+    let (status, _, _) =
+        server.request("POST", "/predict", &[json_type, ("authorization", "Bearer wrong")], &body);
+    assert_eq!(status, 401, "wrong key");
+    let (status, _, text) =
+        server.request("POST", "/predict", &[json_type, ("authorization", "Bearer s3cret")], &body);
+    assert_eq!(status, 200, "{text}");
+    // Health and metrics stay open, as in TEI.
+    assert_eq!(server.get("/health").0, 200);
+    assert_eq!(server.get("/metrics").0, 200);
+    assert_eq!(server.get("/info").0, 401);
+
+    // A browser's preflight carries no key; it is answered for the allowed origin only.
+    let preflight = |origin: &str| {
+        let (status, headers, _) = server.request(
+            "OPTIONS",
+            "/embed",
+            &[
+                ("origin", origin),
+                ("access-control-request-method", "POST"),
+                ("access-control-request-headers", "authorization,content-type"),
+            ],
+            "",
+        );
+        let allow = headers.iter().find(|(k, _)| k == "access-control-allow-origin").map(|(_, v)| v.clone());
+        (status, allow)
+    };
+    let (status, allow) = preflight("https://example.com");
+    assert_eq!(status, 200);
+    assert_eq!(allow.as_deref(), Some("https://example.com"));
+    assert_eq!(preflight("https://evil.example").1, None);
+
+    // The document lists every route the server answers, and each route it lists answers.
+    let (status, doc) = server.get("/api-doc/openapi.json");
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    let routes = [
+        ("post", "/"),
+        ("get", "/"),
+        ("post", "/embed"),
+        ("post", "/embed_all"),
+        ("post", "/predict"),
+        ("post", "/rerank"),
+        ("post", "/similarity"),
+        ("post", "/v1/embeddings"),
+        ("post", "/embeddings"),
+        ("post", "/tokenize"),
+        ("post", "/decode"),
+        ("get", "/health"),
+        ("get", "/ping"),
+        ("get", "/info"),
+        ("get", "/metrics"),
+        ("get", "/docs"),
+        ("get", "/api-doc/openapi.json"),
+    ];
+    for (method, path) in routes {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} is not in the document"
+        );
+    }
+    assert_eq!(
+        paths.values().map(|p| p.as_object().unwrap().len()).sum::<usize>(),
+        routes.len(),
+        "{:?}",
+        paths.keys()
+    );
+    for (method, path) in routes {
+        let auth = ("authorization", "Bearer s3cret");
+        let (status, _, _) = server.request(&method.to_uppercase(), path, &[json_type, auth], "{}");
+        assert!(status != 404 && status != 405, "{method} {path}: {status}");
+    }
+    let (status, page) = server.get("/docs");
+    assert_eq!(status, 200);
+    assert!(page.contains("/api-doc/openapi.json"), "{page}");
+}
+
+#[test]
+fn oversized_batches_get_413_whatever_their_shape_and_top_k_is_honoured() {
+    let server = Server::start(&model("cls"), &[]);
+    let classifier = TextClassifier::from_pretrained(model("cls")).unwrap();
+    let texts: Vec<String> = (0..5000).map(|i| format!("sentence {i}")).collect();
+    let nested: Vec<Vec<&str>> = texts.iter().map(|t| vec![t.as_str()]).collect();
+    for (path, body) in [
+        ("/predict", json!({"inputs": texts})),
+        ("/predict", json!({"inputs": nested})),
+        ("/embed", json!({"inputs": texts})),
+        ("/v1/embeddings", json!({"input": texts})),
+        ("/tokenize", json!({"inputs": texts})),
+    ] {
+        let (status, text) = server.post(path, &body.to_string());
+        assert_eq!(status, 413, "{path}: {}", &text[..text.len().min(200)]);
+        assert!(text.contains("batch size 5000 > maximum allowed batch size 32"), "{path}: {text}");
+    }
+    // Three strings are neither a text, a pair nor a batch: still 422.
+    assert_eq!(server.post("/predict", r#"{"inputs": ["a", "b", "c"]}"#).0, 422);
+
+    // huggingface_hub's text_classification posts `parameters.top_k` to POST /.
+    let want = classifier.classify(&["a great film"]).unwrap();
+    let got = server.ok("/", json!({"inputs": "a great film", "parameters": {"top_k": 1}}));
+    let got = got.as_array().unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["label"], want[0].label);
+}
+
+#[test]
+fn an_idle_server_takes_a_batch_larger_than_its_permits_and_429_means_all_are_taken() {
+    let server = Arc::new(Server::start(
+        &model("cls"),
+        &["--max-concurrent-requests", "1", "--max-batch-requests", "1", "--max-client-batch-size", "256"],
+    ));
+    let classifier = TextClassifier::from_pretrained(model("cls")).unwrap();
+    let batch: Vec<String> =
+        (0..256).map(|i| format!("{} {i}", "a rather long sentence about a film ".repeat(8))).collect();
+    let want = classifier.classify(&batch).unwrap();
+    let got = server.ok("/predict", json!({"inputs": batch.iter().map(|t| vec![t]).collect::<Vec<_>>()}));
+    let got = got.as_array().unwrap();
+    assert_eq!(got.len(), 256);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_predictions(&format!("batch[{i}]"), g, &classifier, &w.scores);
+    }
+
+    // While that batch runs input by input on its one permit, a request that finds the permit
+    // taken is refused; every request gets 200 or 429.
+    let runner = {
+        let (server, body) =
+            (server.clone(), json!({"inputs": batch.iter().map(|t| vec![t]).collect::<Vec<_>>()}));
+        // It may itself find the permit taken by a probe below; then it tries again.
+        std::thread::spawn(move || {
+            let mut status = 0;
+            for _ in 0..100 {
+                status = server.post("/predict", &body.to_string()).0;
+                if status != 429 {
+                    break;
+                }
+            }
+            status
+        })
+    };
+    let mut refused = 0;
+    let start = Instant::now();
+    while !runner.is_finished() && start.elapsed() < Duration::from_secs(60) {
+        let (status, text) = server.post("/predict", r#"{"inputs": "a"}"#);
+        assert!(status == 200 || status == 429, "{status}: {text}");
+        if status == 429 {
+            assert!(text.contains("Model is overloaded"), "{text}");
+            refused += 1;
+        }
+    }
+    assert_eq!(runner.join().unwrap(), 200);
+    assert!(refused > 0, "no request was refused while the one permit was taken");
+}
+
+#[test]
+fn slow_clients_are_cut_off() {
+    let server = Server::start(&model("cls"), &["--header-read-timeout", "1", "--body-read-timeout", "1"]);
+    // Headers a few bytes at a time: the connection closes, with no answer.
+    let mut stream = TcpStream::connect(server.address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let start = Instant::now();
+    let head = b"POST /predict HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
+    let mut closed = false;
+    for chunk in head.chunks(4) {
+        if stream.write_all(chunk).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        if start.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    if !closed {
+        let mut rest = Vec::new();
+        let read = stream.read_to_end(&mut rest);
+        closed = read.is_err() || rest.is_empty() || rest.starts_with(b"HTTP/1.1 408");
+    }
+    assert!(closed, "headers sent slowly kept the connection");
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+
+    // Headers in time, the body not: 408.
+    let mut stream = TcpStream::connect(server.address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(stream, "POST /predict HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"in").unwrap();
+    let start = Instant::now();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(response.starts_with("HTTP/1.1 408"), "{response}");
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+
+    // Prompt clients are not affected.
+    server.ok("/predict", json!({"inputs": "a great film"}));
+}
