@@ -17,12 +17,15 @@ const SAMPLES: usize = 32;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let (Some(model), Some(source), Some(max_new)) = (args.first(), args.get(1), args.get(2)) else {
-        eprintln!("usage: cargo bench --bench generate -- <model dir> <source ids,...> <max_new> [int8|f32] [runs]");
+        eprintln!(
+            "usage: cargo bench --bench generate -- <model dir> <source ids,...> <max_new> [int8|f32] [runs]"
+        );
         return;
     };
     let source: Vec<u32> = source.split(',').map(|t| t.parse().expect("a token id")).collect();
     let max_new: usize = max_new.parse().expect("a token count");
-    let quantization: Quantization = args.get(3).map_or("none", String::as_str).parse().expect("a quantization");
+    let quantization: Quantization =
+        args.get(3).map_or("none", String::as_str).parse().expect("a quantization");
     let runs: usize = args.get(4).and_then(|r| r.parse().ok()).unwrap_or(3);
     let mut lm: RoFormerForCausalLM = load_dir(model, DType::F32, &Device::Cpu).expect("model");
     lm.quantize(quantization).expect("quantize");
@@ -35,8 +38,10 @@ fn main() {
                 let start = Instant::now();
                 let mut tokens = 0;
                 for call in 0..calls {
-                    let options = options.clone().with_num_samples(batch).with_seed((run * calls + call) as u64);
-                    tokens += lm.generate(&source, &options).expect("generate").iter().map(Vec::len).sum::<usize>();
+                    let options =
+                        options.clone().with_num_samples(batch).with_seed((run * calls + call) as u64);
+                    tokens +=
+                        lm.generate(&source, &options).expect("generate").iter().map(Vec::len).sum::<usize>();
                 }
                 tokens as f64 / start.elapsed().as_secs_f64()
             })

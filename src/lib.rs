@@ -72,10 +72,9 @@ pub use heads::{
 pub use hub::{DownloadProgress, HubOptions};
 pub use model::{Inputs, Pooler, RoFormerModel};
 pub use pipelines::{
-    cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate, Paraphrase,
-    Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, Ranked, Reranker,
-    SentenceEncoder, TextClassifier,
-    TokenClassifier, TokenClassifierOptions,
+    cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate,
+    Paraphrase, Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, Ranked,
+    Reranker, SentenceEncoder, TextClassifier, TokenClassifier, TokenClassifierOptions,
 };
 pub use quantization::Quantization;
 pub use rope_scaling::{RopeScaling, Yarn};

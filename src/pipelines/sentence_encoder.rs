@@ -111,7 +111,10 @@ impl SentenceEncoder {
         Self::around(classifier.pipeline.with_model(classifier.model().roformer().clone()), None)
     }
 
-    pub(super) fn around(pipeline: Pipeline<RoFormerModel>, folder: Option<SentenceTransformers>) -> Result<Self> {
+    pub(super) fn around(
+        pipeline: Pipeline<RoFormerModel>,
+        folder: Option<SentenceTransformers>,
+    ) -> Result<Self> {
         let options = &pipeline.options;
         let hidden_size = pipeline.config.hidden_size;
         let (pooling, mut modules, prompt, dim, folder_truncate_dim) = match folder {

@@ -106,14 +106,22 @@ fn similarity_embed_all_and_prompts_answer_as_the_library() {
     let (status, text) = server.post("/embed", &json!({"inputs": "a", "prompt_name": "query"}).to_string());
     assert_eq!(status, 422, "{text}");
 
-    // A sentence-transformers folder with prompts: the request's prompt picks an encoder loaded with it.
+    // A sentence-transformers folder with prompts: the request's prompt picks an encoder loaded with it,
+    // and TEI's `normalize` (true unless asked otherwise) scales the vectors to unit length, whatever
+    // modules the folder lists.
     let st = Server::start(&st_model("old_mean"), &[]);
     for name in ["query", "passage"] {
-        let options = PipelineOptions::default().with_prompt_name(name);
-        let want = SentenceEncoder::from_pretrained_with(st_model("old_mean"), options)
+        let options = PipelineOptions::default().with_prompt_name(name).with_normalize(false);
+        let want: Vec<Vec<f32>> = SentenceEncoder::from_pretrained_with(st_model("old_mean"), options)
             .unwrap()
             .encode(&TEXTS[..3])
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .map(|v| {
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.into_iter().map(|x| x / norm).collect()
+            })
+            .collect();
         let got = vectors(&st.ok("/embed", json!({"inputs": &TEXTS[..3], "prompt_name": name})));
         assert_vectors_close(&format!("/embed prompt {name}"), &got, &want);
         let answer = st.ok("/v1/embeddings", json!({"input": &TEXTS[..3], "prompt_name": name}));
