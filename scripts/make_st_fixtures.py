@@ -20,10 +20,11 @@ from pathlib import Path
 
 import torch
 from make_model_fixtures import randomise
+from make_pipeline_fixtures import config
 from sentence_transformers import CrossEncoder, SentenceTransformer
 from sentence_transformers.base.modules import Dense, Normalize, Transformer
 from sentence_transformers.sentence_transformer.modules import Pooling
-from transformers import BertTokenizerFast, RoFormerConfig, RoFormerForSequenceClassification, RoFormerModel
+from transformers import BertTokenizerFast, RoFormerForSequenceClassification, RoFormerModel
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "sentence_transformers"
@@ -52,13 +53,6 @@ def small_vocab():
             seen.add(t)
             vocab.append(t)
     return vocab
-
-
-def config(vocab, **kw):
-    base = dict(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                intermediate_size=64, max_position_embeddings=64, pad_token_id=0)
-    base.update(kw)
-    return RoFormerConfig(**base)
 
 
 def hf_folder(model, tokenizer):

@@ -9,12 +9,13 @@ busy. Checks that every input row comes back with one embedding, in order.
 """
 
 import argparse
-import csv
 import sys
 import time
 
 import ray
 import requests
+
+from tsv_texts import read_texts
 
 
 class Embed:
@@ -33,12 +34,6 @@ class Embed:
             raise RuntimeError(f"{len(texts)} texts, {len(embeddings)} embeddings")
         batch["embedding"] = embeddings
         return batch
-
-
-def read_texts(path, column, rows):
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row[column] for _, row in zip(range(rows), reader)]
 
 
 def main():

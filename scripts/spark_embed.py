@@ -9,7 +9,6 @@ input row comes back with one embedding.
 """
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -18,6 +17,8 @@ import pandas as pd
 import requests
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, pandas_udf, size
+
+from tsv_texts import read_texts
 
 
 def embed_udf(url, batch_size, api_key):
@@ -39,12 +40,6 @@ def embed_udf(url, batch_size, api_key):
         return pd.Series(out)
 
     return embed
-
-
-def read_texts(path, column, rows):
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row[column] for _, row in zip(range(rows), reader)]
 
 
 def main():
