@@ -9,6 +9,7 @@
 
 /// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
 /// accumulators in registers.
+#[cfg(target_arch = "x86_64")]
 macro_rules! by_rows {
     ($kernel:ident, $t:expr, $($r:literal)*) => {
         match $t.rows {
@@ -175,7 +176,8 @@ pub(crate) fn configured_level() -> std::result::Result<Level, String> {
 }
 
 /// The level the elementwise kernels run at: the configured one (the detected one when the
-/// setting is unusable, which model loads refuse anyway).
+/// setting is unusable, which model loads refuse anyway). Only x86 has levels to pick between.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn level() -> Level {
     configured_level().unwrap_or_else(|_| Level::detected())
 }

@@ -396,7 +396,8 @@ fn a_missing_folder_that_looks_like_a_path_is_named_once() {
 fn embed_says_it_is_reading_a_terminal() {
     // util-linux's `script` gives embed a terminal for stdin; the sentence and Ctrl-D arrive through it.
     let command = format!(
-        "{} --model {}",
+        "{} {} --model {}",
+        std::env::var("ROFORMER_TEST_RUNNER").unwrap_or_default(),
         crate::examples::example("embed").display(),
         fixture("pipelines/sim").display()
     );

@@ -1,7 +1,7 @@
 //! The examples run as a user runs them, on fixture checkpoints.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// The example binary that `cargo test` built beside this test (target/<profile>/examples).
 pub fn example(name: &str) -> PathBuf {
@@ -18,7 +18,7 @@ pub fn example(name: &str) -> PathBuf {
 
 pub fn run(name: &str, args: &[&str], stdin: Option<&str>) -> Output {
     use std::io::Write;
-    let mut child = Command::new(example(name))
+    let mut child = crate::support::program(example(name))
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

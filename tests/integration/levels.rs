@@ -2,8 +2,6 @@
 //! Candle's engine. `ROFORMER_CPU_LEVEL` and `ROFORMER_ENGINE` are read once per process, so each
 //! setting runs the tests in a child process of this test binary.
 
-use std::process::Command;
-
 use crate::support::fixture;
 
 /// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with what each needs of the CPU.
@@ -28,8 +26,12 @@ fn levels() -> Vec<(&'static str, bool)> {
 /// Runs the tests whose names start with `filters` in a child with `env` set; returns how many passed.
 fn run_tests(env: (&str, &str), filters: &[&str]) -> usize {
     let exe = std::env::current_exe().unwrap();
-    let out =
-        Command::new(exe).args(filters).args(["--test-threads", "2"]).env(env.0, env.1).output().unwrap();
+    let out = crate::support::program(exe)
+        .args(filters)
+        .args(["--test-threads", "2"])
+        .env(env.0, env.1)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -82,7 +84,7 @@ fn engine_settings_that_cannot_be_served_are_named() {
         ("ROFORMER_ENGINE", "gpu", "ROFORMER_ENGINE=gpu: not an engine (choices: fused, candle)"),
     ];
     for (var, value, message) in cases {
-        let out = Command::new(crate::examples::example("classify"))
+        let out = crate::support::program(crate::examples::example("classify"))
             .args(["--model", &model, "--input", "/dev/null"])
             .env(var, value)
             .output()
@@ -91,7 +93,7 @@ fn engine_settings_that_cannot_be_served_are_named() {
         assert!(!out.status.success() && stderr.contains(message), "{var}={value}: {stderr}");
     }
     // Candle's engine runs f32 on the CPU too, but int8 is the fused engine's alone.
-    let out = Command::new(crate::examples::example("classify"))
+    let out = crate::support::program(crate::examples::example("classify"))
         .args(["--model", &model, "--quantize", "int8", "--input", "/dev/null"])
         .env("ROFORMER_ENGINE", "candle")
         .output()

@@ -21,9 +21,13 @@ fn half_precision_stays_within_stated_bounds() {
     // f16 carries 11 significant bits and bf16 8. Through two layers with weights of std 0.3
     // (hidden values up to ~4) we measured 1e-3 relative in f16 and 2e-2 in bf16; transformers
     // itself, run in bf16 on this fixture, lands 0.13 max abs and 1.5e-2 relative from f32.
+    // On aarch64 CPUs with FP16 arithmetic, the gemm crate under candle multiplies f16 natively
+    // and sums in f16 as well, where x86 widens to f32: under qemu we measured 4.5e-2 max abs and
+    // 5.6e-3 relative there, still inside bf16's bounds.
     let reference = Reference::load("base");
     let expected = reference.tensor("batch.last_hidden_state");
-    for (dtype, max_abs, max_rel) in [(DType::F16, 2e-2, 2e-3), (DType::BF16, 3e-1, 3e-2)] {
+    let f16 = if cfg!(target_arch = "aarch64") && device().is_cpu() { (6e-2, 8e-3) } else { (2e-2, 2e-3) };
+    for (dtype, max_abs, max_rel) in [(DType::F16, f16.0, f16.1), (DType::BF16, 3e-1, 3e-2)] {
         let model: RoFormerModel = load_dir(model_fixture("base"), dtype, device()).unwrap();
         let out = model.forward(batch_inputs(&reference)).unwrap();
         assert_eq!(out.dtype(), dtype);

@@ -59,6 +59,21 @@ pub fn source_dir() -> PathBuf {
     }
 }
 
+/// A command that runs `program`, under `ROFORMER_TEST_RUNNER` when it is set (for example
+/// `qemu-aarch64 -L /usr/aarch64-linux-gnu`, which `scripts/check_aarch64.sh` sets), so that the
+/// tests that start programs also run where the binaries are another CPU's.
+pub fn program(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    match std::env::var("ROFORMER_TEST_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut words = runner.split_whitespace();
+            let mut command = std::process::Command::new(words.next().unwrap_or_default());
+            command.args(words).arg(program);
+            command
+        }
+        _ => std::process::Command::new(program),
+    }
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     source_dir().join("tests/fixtures").join(name)
 }
