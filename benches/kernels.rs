@@ -3,8 +3,9 @@
 //! effective GFLOP/s (the layer's multiply-adds × 2 over the time). Compare levels by running it
 //! under `ROFORMER_CPU_LEVEL=avx2` (or `portable`, `avx-vnni`, `avx512`, `avx512-vnni`).
 //!
-//! `cargo bench --bench kernels [-- <batch>x<seq>,...]`; the default shapes are a batch of 32
-//! SST-2-like sentences (32x25), one short sentence (1x16) and one long input (1x2048).
+//! `cargo bench --bench kernels [-- <batch>x<seq>,... [f32|int8]]`; the default shapes are a batch
+//! of 32 SST-2-like sentences (32x25), one short sentence (1x16) and one long input (1x2048), in
+//! both precisions (naming one leaves the other out, for a profiler).
 
 use std::time::Instant;
 
@@ -39,7 +40,12 @@ fn main() {
     drop(trained);
     let level = std::env::var("ROFORMER_CPU_LEVEL").unwrap_or_else(|_| "the CPU's best".into());
     println!("level: {level}");
+    let only = std::env::args().skip(1).find(|a| a == "f32" || a == "int8");
     for quantization in [Quantization::None, Quantization::Int8] {
+        let name = if quantization == Quantization::None { "f32" } else { "int8" };
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
         let mut model = fixed().expect("model");
         model.quantize(quantization).expect("quantize");
         for &(batch, seq) in &shapes {

@@ -3,6 +3,7 @@
 use candle_core::{Result, Tensor};
 use rayon::prelude::*;
 
+use super::math::lane_sum;
 use super::{multiversion, tensor, View};
 
 /// `x + residual`, normalised over the last dimension: LayerNorm with `affine` (weight, bias),
@@ -56,13 +57,13 @@ multiversion! {
             let n = width as f32;
             match affine {
                 Some((w, b)) => {
-                    let mean = out.iter().sum::<f32>() / n;
-                    let var = out.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+                    let mean = lane_sum(out, |v| v) / n;
+                    let var = lane_sum(out, |v| (v - mean) * (v - mean)) / n;
                     let inv = 1.0 / (var + eps).sqrt();
                     out.iter_mut().zip(w.iter().zip(b)).for_each(|(o, (w, b))| *o = (*o - mean) * inv * w + b);
                 }
                 None => {
-                    let inv = 1.0 / (out.iter().map(|v| v * v).sum::<f32>() / n + eps).sqrt();
+                    let inv = 1.0 / (lane_sum(out, |v| v * v) / n + eps).sqrt();
                     out.iter_mut().for_each(|o| *o *= inv);
                 }
             }

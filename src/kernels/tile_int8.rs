@@ -124,22 +124,28 @@ super::multiversion! {
         let mut bytes = vec![0u8; k.div_ceil(4) * 4];
         for r in 0..rows {
             let row = &a[r * k..r * k + k];
-            // 16 lanes of minima and maxima, so that the reduction vectorises.
+            // 16 lanes of minima and maxima over whole chunks, with plain comparisons, so that
+            // the reduction vectorises (`f32::min`'s NaN rules and a partial chunk do not).
             let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
-            for chunk in row.chunks(16) {
-                for (i, &v) in chunk.iter().enumerate() {
-                    lo[i] = lo[i].min(v);
-                    hi[i] = hi[i].max(v);
+            let chunks = row.chunks_exact(16);
+            let tail = chunks.remainder();
+            for chunk in chunks {
+                for ((l, h), &v) in lo.iter_mut().zip(&mut hi).zip(chunk) {
+                    *l = if v < *l { v } else { *l };
+                    *h = if v > *h { v } else { *h };
                 }
             }
-            let lo = lo.iter().fold(0f32, |a, &b| a.min(b));
-            let hi = hi.iter().fold(0f32, |a, &b| a.max(b));
+            let lo = lo.iter().chain(tail).fold(0f32, |a, &b| a.min(b));
+            let hi = hi.iter().chain(tail).fold(0f32, |a, &b| a.max(b));
             let (scale, zero_point) = scale_and_zero_point(lo, hi);
             let inverse = 1.0 / scale;
             scales[r] = scale;
             zero_points[r] = zero_point as i32;
             for (byte, &v) in bytes.iter_mut().zip(row) {
-                *byte = (v * inverse + zero_point).round_ties_even().clamp(0.0, 255.0) as u8;
+                // Adding 2^23 rounds a value in [0, 255] to an integer, ties to even, and leaves it
+                // in the low mantissa bits: this vectorises, where `round_ties_even` became a
+                // libm call per value (a fifth of an int8 layer's time).
+                *byte = ((v * inverse + zero_point).clamp(0.0, 255.0) + 8_388_608.0).to_bits() as u8;
             }
             // Bytes past k multiply zero weights: whatever they hold.
             for (step, quad) in bytes.chunks_exact(4).enumerate() {
