@@ -351,7 +351,8 @@ impl PackedF32 {
 }
 
 /// A weight (n, k) quantized to s8 per output channel and packed for the int8 microkernel of one
-/// level: panel p holds columns p·nr..p·nr + nr as ⌈k/4⌉ steps of nr columns × 4 consecutive k.
+/// level: panel p holds columns p·nr..p·nr + nr as ⌈k/4⌉ steps of nr columns × 4 consecutive k,
+/// in the kernel's [`StepLayout`](super::tile_int8::StepLayout).
 #[derive(Debug)]
 pub(crate) struct PackedI8 {
     kernel: &'static I8Kernel,
@@ -377,7 +378,7 @@ impl PackedI8 {
         // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
         let mut scales = vec![1f32; count * nr];
         let mut sums = vec![0i32; count * nr];
-        let top = kernel.weight_max;
+        let (top, layout) = (kernel.weight_max, kernel.layout);
         panels
             .par_chunks_mut((k4 * nr).max(1))
             .zip(scales.par_chunks_mut(nr).zip(sums.par_chunks_mut(nr)))
@@ -389,8 +390,8 @@ impl PackedI8 {
                     let scale = if max > 0.0 { max / top } else { 1.0 };
                     scales[j] = scale;
                     for (kk, &v) in row.iter().enumerate() {
-                        let q = (v / scale).round_ties_even().clamp(-top, top) as i8;
-                        panel[(kk / 4) * nr * 4 + j * 4 + kk % 4] = q;
+                        let q = super::math::round_small((v / scale).clamp(-top, top)) as i8;
+                        panel[(kk / 4) * nr * 4 + layout.offset(nr, j, kk % 4)] = q;
                         sums[j] += i32::from(q);
                     }
                 }

@@ -16,6 +16,14 @@ pub(crate) fn lane_sum(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
+/// `x` rounded to the nearest integer, ties to even, for |x| < 2^22: adding 1.5 · 2^23 leaves
+/// the integer in the low mantissa bits. Unlike `f32::round_ties_even`, which can become a libm
+/// call per value, this vectorises.
+#[inline(always)]
+pub(crate) fn round_small(x: f32) -> i32 {
+    (x + 12_582_912.0).to_bits() as i32 - 0x4B40_0000
+}
+
 /// e^x for f32, within 2 ulp on [-87, 88] (Cephes' polynomial after reduction by ln 2); inputs
 /// below -87.3 give 0, as `f32::exp` underflows there too.
 #[inline(always)]
@@ -100,6 +108,15 @@ pub(crate) fn silu(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn round_small_rounds_ties_to_even() {
+        for x in [-255.5f32, -3.5, -2.5, -0.5, -0.49, 0.0, 0.5, 1.5, 2.5, 126.7, 254.5, 255.0, -4_000_000.5] {
+            assert_eq!(round_small(x), x.round_ties_even() as i32, "{x}");
+        }
+    }
+
     #[test]
     fn exp_is_close_to_libm() {
         let mut worst = 0f64;

@@ -13,6 +13,7 @@
 //! reach 64,770 and clip. Its kernel takes weights up to ±63 (a pair stays within 32,130), as ONNX
 //! Runtime's `reduce_range` does on such CPUs; the others take ±127.
 
+use super::math::round_small;
 use super::Level;
 
 /// The operands of one tile.
@@ -23,7 +24,7 @@ pub(crate) struct I8Tile<'a> {
     pub steps: usize,
     /// `steps` lines of `a_stride` dwords: each row's 4 u8 at that step.
     pub a: &'a [u32],
-    /// `steps` steps of `nr` columns × 4 s8.
+    /// `steps` steps of `nr` columns × 4 s8, laid out as the kernel's `layout` says.
     pub b: &'a [i8],
     /// Per row (`mr`): the scale back to f32 and the zero point.
     pub row_scales: &'a [f32],
@@ -70,6 +71,26 @@ impl I8Tile<'_> {
     }
 }
 
+/// How one step (4 k's of `nr` columns) of a packed weight panel is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepLayout {
+    /// Column by column, each column's 4 k's together: the operand of `vpdpbusd` and
+    /// `vpmaddubsw`.
+    Quads,
+    /// k by k, each k's `nr` columns together: the operand of widening multiplies along columns.
+    ByK,
+}
+
+impl StepLayout {
+    /// The offset in a step of column `j` at k = 4·step + `q`.
+    pub fn offset(self, nr: usize, j: usize, q: usize) -> usize {
+        match self {
+            StepLayout::Quads => j * 4 + q,
+            StepLayout::ByK => q * nr + j,
+        }
+    }
+}
+
 /// One instruction set's int8 microkernel and its tile shape.
 #[derive(Debug)]
 pub(crate) struct I8Kernel {
@@ -79,6 +100,8 @@ pub(crate) struct I8Kernel {
     pub a_stride: usize,
     /// The largest weight magnitude the kernel takes.
     pub weight_max: f32,
+    /// How a step of the packed weight holds its 4 k of `nr` columns.
+    pub layout: StepLayout,
     /// Computes one tile.
     ///
     /// # Safety
@@ -86,15 +109,35 @@ pub(crate) struct I8Kernel {
     pub tile: unsafe fn(&I8Tile),
 }
 
-static PORTABLE: I8Kernel = I8Kernel { mr: 4, nr: 16, a_stride: 4, weight_max: 127.0, tile: portable::tile };
+static PORTABLE: I8Kernel =
+    I8Kernel { mr: 4, nr: 16, a_stride: 4, weight_max: 127.0, layout: StepLayout::ByK, tile: portable::tile };
 #[cfg(target_arch = "x86_64")]
-static AVX2: I8Kernel = I8Kernel { mr: 6, nr: 16, a_stride: 8, weight_max: 63.0, tile: avx2::tile::<false> };
+static AVX2: I8Kernel = I8Kernel {
+    mr: 6,
+    nr: 16,
+    a_stride: 8,
+    weight_max: 63.0,
+    layout: StepLayout::Quads,
+    tile: avx2::tile::<false>,
+};
 #[cfg(target_arch = "x86_64")]
-static AVX_VNNI: I8Kernel =
-    I8Kernel { mr: 6, nr: 16, a_stride: 8, weight_max: 127.0, tile: avx2::tile::<true> };
+static AVX_VNNI: I8Kernel = I8Kernel {
+    mr: 6,
+    nr: 16,
+    a_stride: 8,
+    weight_max: 127.0,
+    layout: StepLayout::Quads,
+    tile: avx2::tile::<true>,
+};
 #[cfg(target_arch = "x86_64")]
-static AVX512_VNNI: I8Kernel =
-    I8Kernel { mr: 14, nr: 32, a_stride: 16, weight_max: 127.0, tile: avx512_vnni::tile };
+static AVX512_VNNI: I8Kernel = I8Kernel {
+    mr: 14,
+    nr: 32,
+    a_stride: 16,
+    weight_max: 127.0,
+    layout: StepLayout::Quads,
+    tile: avx512_vnni::tile,
+};
 
 impl I8Kernel {
     pub fn for_level(level: Level) -> &'static I8Kernel {
@@ -142,10 +185,8 @@ super::multiversion! {
             scales[r] = scale;
             zero_points[r] = zero_point as i32;
             for (byte, &v) in bytes.iter_mut().zip(row) {
-                // Adding 2^23 rounds a value in [0, 255] to an integer, ties to even, and leaves it
-                // in the low mantissa bits: this vectorises, where `round_ties_even` became a
-                // libm call per value (a fifth of an int8 layer's time).
-                *byte = ((v * inverse + zero_point).clamp(0.0, 255.0) + 8_388_608.0).to_bits() as u8;
+                // `round_ties_even` here was a libm call per value, a fifth of an int8 layer's time.
+                *byte = round_small((v * inverse + zero_point).clamp(0.0, 255.0)) as u8;
             }
             // Bytes past k multiply zero weights: whatever they hold.
             for (step, quad) in bytes.chunks_exact(4).enumerate() {
@@ -332,13 +373,18 @@ mod portable {
         t.check(MR, NR, MR);
         let mut acc = [[0i32; NR]; MR];
         for (line, step) in t.a.chunks_exact(MR).zip(t.b.chunks_exact(NR * 4)).take(t.steps) {
-            for (row, &x) in acc.iter_mut().zip(line) {
-                let x = x.to_le_bytes().map(i32::from);
-                for (o, w) in row.iter_mut().zip(step.chunks_exact(4)) {
-                    *o += x[0] * i32::from(w[0])
-                        + x[1] * i32::from(w[1])
-                        + x[2] * i32::from(w[2])
-                        + x[3] * i32::from(w[3]);
+            let line: [u32; MR] = line.try_into().expect("chunks of MR");
+            // Each k's 16 weights lie together (`StepLayout::ByK`), so each product runs along
+            // the columns, and a u8 × s8 product is exact in i16 (|255 · −128| < 2^15): a 16-bit
+            // multiply widened into the i32 sum is what SSE2 and NEON have (`pmullw`, `smlal`).
+            let bytes = line.map(u32::to_le_bytes);
+            for (q, w) in step.chunks_exact(NR).enumerate() {
+                let w: [i16; NR] = std::array::from_fn(|j| i16::from(w[j]));
+                for (row, x) in acc.iter_mut().zip(&bytes) {
+                    let x = i16::from(x[q]);
+                    for (o, &w) in row.iter_mut().zip(&w) {
+                        *o += i32::from(x * w);
+                    }
                 }
             }
         }
