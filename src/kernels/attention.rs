@@ -56,6 +56,7 @@ pub(crate) fn attention(
     }
     let (qkv, cos, sin) = (View::new(qkv)?, View::new(cos)?, View::new(sin)?);
     let qkv = qkv.slice();
+    let rotation = Rotation::new(cos.slice(), sin.slice(), longest, head_dim);
 
     // Rotated (and, for queries, scaled) copies of q and k — and of v when it rotates too.
     let rotated_width = if rotary_value { 3 * hidden } else { 2 * hidden };
@@ -75,10 +76,9 @@ pub(crate) fn attention(
                         rotated_ptr.get().add(t * rotated_width),
                         rotated_width,
                     );
-                    let half = head_dim / 2;
                     let (c, s) = (
-                        &cos.slice()[pos * half..pos * half + half],
-                        &sin.slice()[pos * half..pos * half + half],
+                        &rotation.cos[pos * head_dim..][..head_dim],
+                        &rotation.sin[pos * head_dim..][..head_dim],
                     );
                     rotate(&qkv[t * width..t * width + rotated_width], row, c, s, head_dim, hidden, scale);
                 });
@@ -177,18 +177,38 @@ pub(crate) fn attention(
 
 multiversion! {
     /// Rotates interleaved pairs of every head of q and k (and v), scaling q, into `dst`.
+    /// `cos` and `sin` come per element (`Rotation`), so each output is one product with x and
+    /// one with its pair partner, which vectorises.
     fn rotate(src: &[f32], dst: &mut [f32], cos: &[f32], sin: &[f32], head_dim: usize, hidden: usize, scale: f32) {
-        let half = head_dim / 2;
         for (part, (src, dst)) in src.chunks(hidden).zip(dst.chunks_mut(hidden)).enumerate() {
             let factor = if part == 0 { scale } else { 1.0 };
             for (src, dst) in src.chunks(head_dim).zip(dst.chunks_mut(head_dim)) {
-                for i in 0..half {
-                    let (x0, x1) = (src[2 * i], src[2 * i + 1]);
-                    dst[2 * i] = (x0 * cos[i] - x1 * sin[i]) * factor;
-                    dst[2 * i + 1] = (x0 * sin[i] + x1 * cos[i]) * factor;
+                let pairs = dst.chunks_exact_mut(2).zip(src.chunks_exact(2));
+                for ((d, x), (c, s)) in pairs.zip(cos.chunks_exact(2).zip(sin.chunks_exact(2))) {
+                    d[0] = (x[0] * c[0] + x[1] * s[0]) * factor;
+                    d[1] = (x[1] * c[1] + x[0] * s[1]) * factor;
                 }
             }
         }
+    }
+}
+
+/// The rotation tables per element rather than per pair: at position p, element 2i has
+/// (cos θᵢ, −sin θᵢ) and element 2i + 1 (cos θᵢ, sin θᵢ), so that
+/// `out[j] = x[j] · cos[j] + x[j ^ 1] · sin[j]`.
+struct Rotation {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl Rotation {
+    /// From (positions, head_dim / 2) tables, for the first `len` positions.
+    fn new(cos: &[f32], sin: &[f32], len: usize, head_dim: usize) -> Self {
+        let half = head_dim / 2;
+        let expand = |table: &[f32], sign: f32| -> Vec<f32> {
+            table[..len * half].iter().flat_map(|&v| [sign * v, v]).collect()
+        };
+        Self { cos: expand(cos, 1.0), sin: expand(sin, -1.0) }
     }
 }
 
@@ -312,11 +332,14 @@ multiversion! {
                     *total += *s;
                 }
             }
-            let mut tail_sum = 0.0;
-            for s in chunks.into_remainder() {
-                *s = math::exp(*s - new_max);
-                tail_sum += *s;
-            }
+            // The ragged tail runs through one padded chunk, so that its exponentials vectorise
+            // too (e^-inf is 0): short sequences have most of their keys there.
+            let tail = chunks.into_remainder();
+            let mut padded = [f32::NEG_INFINITY; 16];
+            padded[..tail.len()].copy_from_slice(tail);
+            padded.iter_mut().for_each(|s| *s = math::exp(*s - new_max));
+            tail.copy_from_slice(&padded[..tail.len()]);
+            let tail_sum: f32 = padded.iter().sum();
             sum[i] = sum[i] * correction + block_sum.iter().sum::<f32>() + tail_sum;
             max[i] = new_max;
             context[i * d..i * d + d].iter_mut().for_each(|c| *c *= correction);
