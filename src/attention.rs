@@ -7,7 +7,7 @@ use candle_nn::VarBuilder;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::kernels;
-use crate::kernels::attention::Segments;
+use crate::kernels::attention::{Rotation, Segments};
 use crate::kernels::Level;
 use crate::kv_cache::LayerCache;
 use crate::layers::{load_weights, Linear, Norm};
@@ -93,7 +93,9 @@ impl SelfAttention {
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
         let qkv = self.projections.forward(xs)?;
         let context = match &pass.mask {
-            Mask::Segments { level, spans, key_bias } => self.fused(*level, &qkv, pass, spans, key_bias)?,
+            Mask::Segments { level, spans, key_bias, rotation } => {
+                self.fused(*level, &qkv, pass, spans, key_bias, rotation)?
+            }
             Mask::Bias { batch, len, bias } => self.candle(&qkv, pass, *batch, *len, bias.as_ref(), None)?,
             Mask::Cached { cache, bias } => {
                 let (batch, len) = (xs.dim(0)?, xs.dim(1)?);
@@ -111,13 +113,13 @@ impl SelfAttention {
         pass: &Pass,
         spans: &[(usize, usize)],
         key_bias: &Option<Vec<f32>>,
+        rotation: &Rotation,
     ) -> Result<Tensor> {
         let width = qkv.dim(candle_core::D::Minus1)?;
-        let (cos, sin) = (&pass.rope.cos, &pass.rope.sin);
         let segments = Segments { spans, key_bias: key_bias.as_deref(), causal: pass.causal };
         let (heads, head_dim) = (self.num_heads, self.head_dim);
         let qkv = qkv.reshape(((), width))?;
-        kernels::attention::attention(level, &qkv, &segments, cos, sin, heads, head_dim, self.rotary_value)
+        kernels::attention::attention(level, &qkv, &segments, rotation, heads, head_dim, self.rotary_value)
     }
 
     /// Candle's ops over (batch, len) rows, holding every score. With a `cache`, the rows are the

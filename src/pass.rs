@@ -5,6 +5,7 @@ use candle_core::{DType, Result, Tensor};
 
 use crate::batching::Batch;
 use crate::engine::Engine;
+use crate::kernels::attention::Rotation;
 use crate::kernels::Level;
 use crate::kv_cache::KvCache;
 use crate::layers::DropoutRng;
@@ -14,7 +15,8 @@ use crate::rotary::RotaryTables;
 pub(crate) enum Mask<'a> {
     /// The fused kernel's: each sequence as (first token, length), and per token an additive key
     /// bias (0, or f32::MIN for padding) when any is padding.
-    Segments { level: Level, spans: Vec<(usize, usize)>, key_bias: Option<Vec<f32>> },
+    /// `rotation` holds the rotary tables in the fused kernel's form, built once for every layer.
+    Segments { level: Level, spans: Vec<(usize, usize)>, key_bias: Option<Vec<f32>>, rotation: Rotation },
     /// Candle's: (batch, len) rows and an additive bias broadcasting to (batch, heads, query,
     /// key), 0 where attention is allowed and the dtype's minimum elsewhere, as transformers'
     /// eager path does; `None` when nothing is masked, which spares every layer the addition.
@@ -46,7 +48,8 @@ impl<'a> Pass<'a> {
     ) -> Result<Self> {
         let mask = match (engine, batch) {
             (Engine::Fused(level), Batch::Packed { spans, .. }) => {
-                Mask::Segments { level, spans: spans.clone(), key_bias: None }
+                let rotation = Rotation::new(&rope.cos, &rope.sin)?;
+                Mask::Segments { level, spans: spans.clone(), key_bias: None, rotation }
             }
             (Engine::Fused(level), Batch::Padded { ids, mask, .. }) => {
                 let (b, len) = ids.dims2()?;
@@ -60,7 +63,8 @@ impl<'a> Pass<'a> {
                     ),
                     None => None,
                 };
-                Mask::Segments { level, spans: (0..b).map(|i| (i * len, len)).collect(), key_bias }
+                let rotation = Rotation::new(&rope.cos, &rope.sin)?;
+                Mask::Segments { level, spans: (0..b).map(|i| (i * len, len)).collect(), key_bias, rotation }
             }
             (Engine::Candle { .. }, Batch::Padded { ids, mask, .. }) => {
                 let (batch, len) = ids.dims2()?;

@@ -30,14 +30,13 @@ pub(crate) struct Segments<'a> {
 }
 
 /// The attention of `qkv` (tokens, 3 × heads × head_dim): queries, keys and values side by side.
-/// `cos` and `sin` are (positions, head_dim / 2) tables covering the longest sequence.
+/// `rotation` covers the longest sequence.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     level: Level,
     qkv: &Tensor,
     segments: &Segments,
-    cos: &Tensor,
-    sin: &Tensor,
+    rotation: &Rotation,
     heads: usize,
     head_dim: usize,
     rotary_value: bool,
@@ -48,15 +47,17 @@ pub(crate) fn attention(
         candle_core::bail!("attention: qkv width {width} is not 3 × {hidden}")
     }
     let longest = segments.spans.iter().map(|s| s.1).max().unwrap_or(0);
-    if cos.dim(0)? < longest || segments.spans.iter().any(|&(s, l)| s + l > tokens) {
+    if rotation.len < longest
+        || rotation.cos.len() != rotation.len * head_dim
+        || segments.spans.iter().any(|&(s, l)| s + l > tokens)
+    {
         candle_core::bail!(
             "attention: sequences {:?} do not fit {tokens} tokens and the tables",
             segments.spans
         )
     }
-    let (qkv, cos, sin) = (View::new(qkv)?, View::new(cos)?, View::new(sin)?);
+    let qkv = View::new(qkv)?;
     let qkv = qkv.slice();
-    let rotation = Rotation::new(cos.slice(), sin.slice(), longest, head_dim);
 
     // Rotated (and, for queries, scaled) copies of q and k — and of v when it rotates too.
     let rotated_width = if rotary_value { 3 * hidden } else { 2 * hidden };
@@ -77,8 +78,8 @@ pub(crate) fn attention(
                         rotated_width,
                     );
                     let (c, s) = (
-                        &rotation.cos.as_slice()[pos * head_dim..][..head_dim],
-                        &rotation.sin.as_slice()[pos * head_dim..][..head_dim],
+                        &rotation.cos[pos * head_dim..][..head_dim],
+                        &rotation.sin[pos * head_dim..][..head_dim],
                     );
                     rotate(&qkv[t * width..t * width + rotated_width], row, c, s, head_dim, hidden, scale);
                 });
@@ -170,8 +171,6 @@ pub(crate) fn attention(
         }
     });
     panels.recycle();
-    rotation.cos.recycle();
-    rotation.sin.recycle();
     // SAFETY: the tasks covered every (token, head) cell: each span's rows, all heads.
     unsafe { out.set_len(tokens * hidden) };
     tensor(out, &[tokens, hidden])
@@ -197,27 +196,28 @@ multiversion! {
 
 /// The rotation tables per element rather than per pair: at position p, element 2i has
 /// (cos θᵢ, −sin θᵢ) and element 2i + 1 (cos θᵢ, sin θᵢ), so that
-/// `out[j] = x[j] · cos[j] + x[j ^ 1] · sin[j]`. They come from the pool of scratch buffers:
-/// two fresh heap allocations per call moved where glibc put the layers' large buffers, and
-/// that alone made an f32 layer 13% slower (faulting pages in again, as far as we could tell).
-struct Rotation {
-    cos: Aligned,
-    sin: Aligned,
+/// `out[j] = x[j] · cos[j] + x[j ^ 1] · sin[j]`, which vectorises. A pass builds them once for
+/// all its layers (`Mask::Segments`).
+#[derive(Debug)]
+pub(crate) struct Rotation {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    /// Positions covered.
+    len: usize,
 }
 
 impl Rotation {
-    /// From (positions, head_dim / 2) tables, for the first `len` positions.
-    fn new(cos: &[f32], sin: &[f32], len: usize, head_dim: usize) -> Self {
-        let half = head_dim / 2;
-        let expand = |table: &[f32], sign: f32| -> Aligned {
-            let mut out = Aligned::scratch(len * head_dim);
-            for (pair, &v) in out.as_mut_slice().chunks_exact_mut(2).zip(&table[..len * half]) {
-                pair[0] = sign * v;
-                pair[1] = v;
-            }
-            out
+    /// From (positions, head_dim / 2) tables.
+    pub fn new(cos: &Tensor, sin: &Tensor) -> Result<Self> {
+        let (len, half) = cos.dims2()?;
+        if sin.dims2()? != (len, half) {
+            candle_core::bail!("rotation: cos {:?} and sin {:?} differ", cos.dims(), sin.dims())
+        }
+        let expand = |table: &Tensor, sign: f32| -> Result<Vec<f32>> {
+            let table = View::new(table)?;
+            Ok(table.slice().iter().flat_map(|&v| [sign * v, v]).collect())
         };
-        Self { cos: expand(cos, 1.0), sin: expand(sin, -1.0) }
+        Ok(Self { cos: expand(cos, 1.0)?, sin: expand(sin, -1.0)?, len })
     }
 }
 
@@ -464,8 +464,8 @@ mod tests {
             let qkv_t = Tensor::from_vec(qkv.clone(), (tokens, 3 * hidden), &Device::Cpu).unwrap();
             let want = reference(&qkv, &segments, &cos, &sin, heads, d, rotary_value);
             for level in crate::kernels::tested_levels("blocked attention") {
-                let ours =
-                    attention(level, &qkv_t, &segments, &cos_t, &sin_t, heads, d, rotary_value).unwrap();
+                let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
+                let ours = attention(level, &qkv_t, &segments, &rotation, heads, d, rotary_value).unwrap();
                 let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
                 let worst = ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
                 assert!(

@@ -106,8 +106,11 @@ impl Aligned {
     /// A buffer of `len` floats from the pool of spare ones, contents unspecified (every use
     /// overwrites what it reads); [`Aligned::recycle`] gives it back.
     pub fn scratch(len: usize) -> Self {
+        // The smallest spare that fits: the first that fits could be a long input's key panels,
+        // taken for a small table, and the panels then allocated again beside it.
         let spare = SPARE.lock().ok().and_then(|mut spare| {
-            let i = spare.iter().position(|v| v.len() >= len + 16)?;
+            let (i, _) =
+                spare.iter().enumerate().filter(|(_, v)| v.len() >= len + 16).min_by_key(|(_, v)| v.len())?;
             Some(spare.swap_remove(i))
         });
         Self::from_vec(spare.unwrap_or_else(|| vec![0f32; len + 16]), len)
@@ -228,16 +231,28 @@ pub(crate) unsafe fn multiply_f32(
     }
     let plan = Plan::new(m, b.n, mr, nr, parallel);
     packed.resize(plan.tiles.len() * depth * stride);
+    assert!(stride <= 16, "multiply_f32: packed lines of {stride} floats");
     let pack = |(dst, &(row, rows)): (&mut [f32], &(usize, usize))| {
-        for r in 0..rows {
-            for (kk, &v) in a[(row + r) * lda..][..depth].iter().enumerate() {
-                dst[kk * stride + r] = v;
+        // Through a 16 × 16 block, 16 steps at a time: rows are copied in whole and lines written
+        // out whole. Element by element, each write of a row landed on another cache line, and
+        // packing took a sixth of a long input's attention.
+        // Block rows past the tile's stay zero: their lanes feed accumulators that are never
+        // stored, and zero keeps them finite.
+        let mut block = [[0f32; 16]; 16];
+        for k0 in (0..depth).step_by(16) {
+            let width = 16.min(depth - k0);
+            for (r, line) in block.iter_mut().enumerate().take(rows) {
+                let source = &a[(row + r) * lda + k0..][..width];
+                // A whole line as one fixed-size copy: as a slice copy it was a call to memmove.
+                match <&[f32; 16]>::try_from(source) {
+                    Ok(whole) => *line = *whole,
+                    Err(_) => line[..width].copy_from_slice(source),
+                }
             }
-        }
-        // Lanes past the tile's rows feed accumulators that are never stored: zero keeps them finite.
-        if rows < stride {
-            for step in dst.chunks_mut(stride) {
-                step[rows..].fill(0.0);
+            for (kk, step) in dst[k0 * stride..].chunks_exact_mut(stride).take(width).enumerate() {
+                for (slot, line) in step.iter_mut().zip(&block) {
+                    *slot = line[kk];
+                }
             }
         }
     };
