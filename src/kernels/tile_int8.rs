@@ -75,7 +75,8 @@ impl I8Tile<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StepLayout {
     /// Column by column, each column's 4 k's together: the operand of `vpdpbusd` and
-    /// `vpmaddubsw`.
+    /// `vpmaddubsw` (x86 only).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Quads,
     /// k by k, each k's `nr` columns together: the operand of widening multiplies along columns.
     ByK,
