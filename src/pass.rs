@@ -47,24 +47,25 @@ impl<'a> Pass<'a> {
         dropout: Option<&'a DropoutRng>,
     ) -> Result<Self> {
         let mask = match (engine, batch) {
-            (Engine::Fused(level), Batch::Packed { spans, .. }) => {
-                let rotation = Rotation::new(&rope.cos, &rope.sin)?;
-                Mask::Segments { level, spans: spans.clone(), key_bias: None, rotation }
-            }
-            (Engine::Fused(level), Batch::Padded { ids, mask, .. }) => {
-                let (b, len) = ids.dims2()?;
-                let key_bias = match padding(mask)? {
-                    Some(keep) => Some(
-                        keep.flatten_all()?
-                            .to_vec1::<f32>()?
-                            .into_iter()
-                            .map(|k| if k == 0.0 { f32::MIN } else { 0.0 })
-                            .collect(),
-                    ),
-                    None => None,
+            (Engine::Fused(level), batch) => {
+                let (spans, key_bias) = match batch {
+                    Batch::Packed { spans, .. } => (spans.clone(), None),
+                    Batch::Padded { ids, mask, .. } => {
+                        let (b, len) = ids.dims2()?;
+                        let key_bias = match padding(mask)? {
+                            Some(keep) => Some(
+                                keep.flatten_all()?
+                                    .to_vec1::<f32>()?
+                                    .into_iter()
+                                    .map(|k| if k == 0.0 { f32::MIN } else { 0.0 })
+                                    .collect(),
+                            ),
+                            None => None,
+                        };
+                        ((0..b).map(|i| (i * len, len)).collect(), key_bias)
+                    }
                 };
-                let rotation = Rotation::new(&rope.cos, &rope.sin)?;
-                Mask::Segments { level, spans: (0..b).map(|i| (i * len, len)).collect(), key_bias, rotation }
+                Mask::Segments { level, spans, key_bias, rotation: Rotation::new(&rope.cos, &rope.sin)? }
             }
             (Engine::Candle { .. }, Batch::Padded { ids, mask, .. }) => {
                 let (batch, len) = ids.dims2()?;
