@@ -321,17 +321,7 @@ multiversion! {
                     }
                 }
             }
-            // Sixteen lanes and a plain comparison vectorise; `f32::max` keeps NaN rules that do not.
-            let mut lanes = [f32::NEG_INFINITY; 16];
-            let chunks = row.chunks_exact(16);
-            let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            for chunk in chunks {
-                for (m, &s) in lanes.iter_mut().zip(chunk) {
-                    *m = if s > *m { s } else { *m };
-                }
-            }
-            let block_max = lanes.iter().copied().fold(tail, f32::max);
-            let new_max = max[i].max(block_max);
+            let new_max = max[i].max(math::lane_max(row, f32::NEG_INFINITY));
             let correction = math::exp(max[i] - new_max);
             let mut block_sum = [0f32; 16];
             let mut chunks = row.chunks_exact_mut(16);

@@ -16,6 +16,32 @@ pub(crate) fn lane_sum(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
+/// The largest of `init` and `values`. Sixteen lanes and plain comparisons vectorise, where
+/// `f32::max`'s NaN rules do not; NaN values are passed over, as `f32::max` passes them.
+#[inline(always)]
+pub(crate) fn lane_max(values: &[f32], init: f32) -> f32 {
+    lane_pick(values, init, |best, v| if v > best { v } else { best })
+}
+
+/// The smallest of `init` and `values`, as [`lane_max`] finds the largest.
+#[inline(always)]
+pub(crate) fn lane_min(values: &[f32], init: f32) -> f32 {
+    lane_pick(values, init, |best, v| if v < best { v } else { best })
+}
+
+#[inline(always)]
+fn lane_pick(values: &[f32], init: f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut lanes = [init; 16];
+    let chunks = values.chunks_exact(16);
+    let tail = chunks.remainder().iter().fold(init, |best, &v| pick(best, v));
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = pick(*lane, v);
+        }
+    }
+    lanes.iter().fold(tail, |best, &v| pick(best, v))
+}
+
 /// `x` rounded to the nearest integer, ties to even, for |x| < 2^22: adding 1.5 · 2^23 leaves
 /// the integer in the low mantissa bits. Unlike `f32::round_ties_even`, which can become a libm
 /// call per value, this vectorises.

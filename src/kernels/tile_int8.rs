@@ -13,7 +13,7 @@
 //! reach 64,770 and clip. Its kernel takes weights up to ±63 (a pair stays within 32,130), as ONNX
 //! Runtime's `reduce_range` does on such CPUs; the others take ±127.
 
-use super::math::round_small;
+use super::math::{lane_max, lane_min, round_small};
 use super::Level;
 
 /// The operands of one tile.
@@ -168,19 +168,7 @@ super::multiversion! {
         let mut bytes = vec![0u8; k.div_ceil(4) * 4];
         for r in 0..rows {
             let row = &a[r * k..r * k + k];
-            // 16 lanes of minima and maxima over whole chunks, with plain comparisons, so that
-            // the reduction vectorises (`f32::min`'s NaN rules and a partial chunk do not).
-            let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
-            let chunks = row.chunks_exact(16);
-            let tail = chunks.remainder();
-            for chunk in chunks {
-                for ((l, h), &v) in lo.iter_mut().zip(&mut hi).zip(chunk) {
-                    *l = if v < *l { v } else { *l };
-                    *h = if v > *h { v } else { *h };
-                }
-            }
-            let lo = lo.iter().chain(tail).fold(0f32, |a, &b| a.min(b));
-            let hi = hi.iter().chain(tail).fold(0f32, |a, &b| a.max(b));
+            let (lo, hi) = (lane_min(row, 0.0), lane_max(row, 0.0));
             let (scale, zero_point) = scale_and_zero_point(lo, hi);
             let inverse = 1.0 / scale;
             scales[r] = scale;
