@@ -397,7 +397,7 @@ fn embed_says_it_is_reading_a_terminal() {
     // util-linux's `script` gives embed a terminal for stdin; the sentence and Ctrl-D arrive through it.
     let command = format!(
         "{} {} --model {}",
-        std::env::var("ROFORMER_TEST_RUNNER").unwrap_or_default(),
+        crate::support::runner().join(" "),
         crate::examples::example("embed").display(),
         fixture("pipelines/sim").display()
     );

@@ -59,18 +59,22 @@ pub fn source_dir() -> PathBuf {
     }
 }
 
-/// A command that runs `program`, under `ROFORMER_TEST_RUNNER` when it is set (for example
-/// `qemu-aarch64 -L /usr/aarch64-linux-gnu`, which `scripts/check_aarch64.sh` sets), so that the
-/// tests that start programs also run where the binaries are another CPU's.
+/// The words of `ROFORMER_TEST_RUNNER` (for example `qemu-aarch64 -L /usr/aarch64-linux-gnu`, which
+/// `scripts/check_aarch64.sh` sets), which go before every program the tests start, so that those
+/// tests also run where the binaries are another CPU's; none when it is unset.
+pub fn runner() -> Vec<String> {
+    std::env::var("ROFORMER_TEST_RUNNER").unwrap_or_default().split_whitespace().map(String::from).collect()
+}
+
+/// A command that runs `program`, under the [`runner`] when there is one.
 pub fn program(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
-    match std::env::var("ROFORMER_TEST_RUNNER") {
-        Ok(runner) if !runner.trim().is_empty() => {
-            let mut words = runner.split_whitespace();
-            let mut command = std::process::Command::new(words.next().unwrap_or_default());
-            command.args(words).arg(program);
+    match runner().split_first() {
+        Some((first, rest)) => {
+            let mut command = std::process::Command::new(first);
+            command.args(rest).arg(program);
             command
         }
-        _ => std::process::Command::new(program),
+        None => std::process::Command::new(program),
     }
 }
 
