@@ -74,7 +74,6 @@ impl FillMask {
         })
     }
 
-    /// The checkpoint's configuration.
     /// Inputs are truncated to this many tokens, special tokens included.
     pub fn max_length(&self) -> usize {
         self.pipeline.max_length
