@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use roformer::{Classification, TextClassifier};
 
@@ -14,14 +14,12 @@ mod common;
 
 use common::glue::{self, Task};
 
-const DEFAULT_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/roformer-sst2");
-
 #[derive(Parser)]
 #[command(about = "Classify sentences or sentence pairs with a RoFormer checkpoint")]
 struct Args {
-    /// Checkpoint folder or Hub id (default: the bundled SST-2 model).
-    #[arg(long, default_value = DEFAULT_MODEL)]
-    model: String,
+    /// Checkpoint folder or Hub id (default: the SST-2 model built into the crate).
+    #[arg(long)]
+    model: Option<String>,
     /// GLUE-format TSV file, or - for stdin. Without it, a few built-in sentences.
     #[arg(long)]
     input: Option<String>,
@@ -64,13 +62,13 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<()> {
     let args = Args::parse();
     let options = args.run.options()?;
-    if args.model == DEFAULT_MODEL && !std::path::Path::new(DEFAULT_MODEL).join("config.json").exists() {
-        bail!("the bundled model is missing from {DEFAULT_MODEL}: pass --model <folder or Hub id>");
-    }
     // Flags are checked before the model loads: a mistake should not cost a download.
     let columns = args.columns.columns()?;
-    let classifier = TextClassifier::from_pretrained_with(&args.model, options)
-        .with_context(|| format!("loading {}", args.model))?;
+    let classifier = match &args.model {
+        Some(model) => TextClassifier::from_pretrained_with(model, options)
+            .with_context(|| format!("loading {model}"))?,
+        None => TextClassifier::bundled_with(options).context("loading the built-in SST-2 model")?,
+    };
     let submission = match (args.format, args.columns.task) {
         (Some(Format::Tsv) | None, Some(task)) if args.input.is_some() => {
             glue::submission_labels(task, classifier.config())?

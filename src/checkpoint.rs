@@ -1,18 +1,20 @@
 //! Reading checkpoint weights in the Hugging Face layouts: `model.safetensors` (memory-mapped),
 //! sharded safetensors with `model.safetensors.index.json`, and `pytorch_model.bin`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use candle_core::pickle::PthTensors;
-use candle_core::safetensors::MmapedSafetensors;
+use candle_core::safetensors::{BufferedSafetensors, MmapedSafetensors, SliceSafetensors};
 use candle_core::{CpuStorage, DType, Device, Shape, Storage, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::model_files::ModelFiles;
 
 /// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
 /// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
@@ -48,6 +50,10 @@ impl_load!(
 enum WeightFile {
     Safetensors(MmapedSafetensors),
     Pth(PthTensors),
+    /// Safetensors bytes built into the binary: read in place.
+    Static(SliceSafetensors<'static>),
+    /// Safetensors bytes handed over at run time.
+    Buffered(BufferedSafetensors),
 }
 
 struct Weights {
@@ -79,43 +85,58 @@ impl Checkpoint {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         if path.is_dir() {
-            let candidates = [
-                "model.safetensors",
-                "model.safetensors.index.json",
-                "pytorch_model.bin",
-                "pytorch_model.bin.index.json",
-            ];
-            match candidates.iter().map(|c| path.join(c)).find(|p| p.is_file()) {
-                Some(file) => Self::open_file(&file),
-                None => Err(Error::Checkpoint {
-                    path: path.to_path_buf(),
-                    message: format!("no weights found (looked for {})", candidates.join(", ")),
-                    source: None,
-                }),
-            }
+            Self::from_files(&ModelFiles::from_dir(path))
         } else {
-            Self::open_file(path)
+            let folder = ModelFiles::from_dir(path.parent().unwrap_or(Path::new(".")));
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            Self::open_file(&folder, name)
         }
     }
 
-    fn open_file(path: &Path) -> Result<Self> {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let shards =
-            if name.ends_with(".index.json") { read_shard_index(path)? } else { vec![path.to_path_buf()] };
+    /// Opens the weights of a model folder on disk or in memory, as [`Checkpoint::open`] opens a
+    /// folder. In memory, weights must be safetensors (a single file or shards).
+    pub fn from_files(folder: &ModelFiles) -> Result<Self> {
+        const CANDIDATES: [&str; 4] = [
+            "model.safetensors",
+            "model.safetensors.index.json",
+            "pytorch_model.bin",
+            "pytorch_model.bin.index.json",
+        ];
+        match CANDIDATES.iter().find(|c| folder.contains(c)) {
+            Some(file) => Self::open_file(folder, file),
+            None => Err(Error::Checkpoint {
+                path: folder.root().to_path_buf(),
+                message: format!("no weights found (looked for {})", CANDIDATES.join(", ")),
+                source: None,
+            }),
+        }
+    }
+
+    /// Opens the weight file `name` of `folder`, or the shards its index lists.
+    fn open_file(folder: &ModelFiles, name: &str) -> Result<Self> {
+        let path = folder.path(name);
+        let shards = if name.ends_with(".index.json") {
+            shard_names(&folder.read(name)?, &path)?
+        } else {
+            vec![name.to_string()]
+        };
         let mut files = Vec::with_capacity(shards.len());
         let mut names = HashMap::new();
         for (i, shard) in shards.into_iter().enumerate() {
-            let file = open_weight_file(&shard)?;
+            let file = open_weight_file(folder, &shard)?;
+            let shard = folder.path(&shard);
             let tensor_names: Vec<String> = match &file {
                 WeightFile::Safetensors(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
                 WeightFile::Pth(pth) => pth.tensor_infos().keys().cloned().collect(),
+                WeightFile::Static(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
+                WeightFile::Buffered(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
             };
             for n in tensor_names {
                 names.insert(n, i);
             }
             files.push((shard, file));
         }
-        Ok(Self { weights: Arc::new(Weights { origin: path.to_path_buf(), files, names }) })
+        Ok(Self { weights: Arc::new(Weights { origin: path, files, names }) })
     }
 
     /// The file the checkpoint was opened from.
@@ -212,17 +233,16 @@ pub fn load_dir<M: Load>(dir: impl AsRef<Path>, dtype: DType, device: &Device) -
     Checkpoint::open(dir)?.load(&config, dtype, device)
 }
 
-fn read_shard_index(path: &Path) -> Result<Vec<PathBuf>> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    Ok(shard_files(path)?.into_iter().map(|f| dir.join(f)).collect())
-}
-
 /// The shard file names a `*.index.json` lists in its `weight_map`, sorted, each once.
 pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    shard_names(&std::fs::read(path).map_err(|e| Error::io(path, e))?, path)
+}
+
+/// The shard file names of a shard index's bytes; `path` names the index in errors.
+fn shard_names(bytes: &[u8], path: &Path) -> Result<Vec<String>> {
     let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message, source: None };
     let index: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("malformed shard index: {e}")))?;
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("malformed shard index: {e}")))?;
     let map = index
         .get("weight_map")
         .and_then(|m| m.as_object())
@@ -242,8 +262,9 @@ pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
     Ok(shards.into_iter().collect())
 }
 
-fn open_weight_file(path: &Path) -> Result<WeightFile> {
-    if !path.is_file() {
+fn open_weight_file(folder: &ModelFiles, name: &str) -> Result<WeightFile> {
+    let path = &folder.path(name);
+    if !folder.contains(name) {
         return Err(Error::io(
             path,
             std::io::Error::new(std::io::ErrorKind::NotFound, "weight file not found"),
@@ -254,7 +275,23 @@ fn open_weight_file(path: &Path) -> Result<WeightFile> {
         message: format!("unreadable weight file (truncated or corrupt?): {}", root_message(&e)),
         source: None,
     };
-    if path.extension().is_some_and(|e| e == "bin" || e == "pt" || e == "pth") {
+    let pickle = path.extension().is_some_and(|e| e == "bin" || e == "pt" || e == "pth");
+    if !folder.is_on_disk() {
+        if pickle {
+            return Err(Error::Checkpoint {
+                path: path.clone(),
+                message: "a model held in memory needs its weights as safetensors, not a PyTorch pickle"
+                    .into(),
+                source: None,
+            });
+        }
+        return match folder.read(name)? {
+            Cow::Borrowed(bytes) => SliceSafetensors::new(bytes).map(WeightFile::Static),
+            Cow::Owned(bytes) => BufferedSafetensors::new(bytes).map(WeightFile::Buffered),
+        }
+        .map_err(corrupt);
+    }
+    if pickle {
         PthTensors::new(path, None).map(WeightFile::Pth).map_err(corrupt)
     } else {
         // SAFETY: the mapping is read-only; like every mmap-based loader we rely on the file
@@ -319,6 +356,8 @@ impl Backend {
         let tensor = match weights {
             WeightFile::Safetensors(st) => st.load(&stored, &Device::Cpu),
             WeightFile::Pth(pth) => pth.get(&stored).and_then(|t| t.ok_or(candle_core::Error::UnwrapNone)),
+            WeightFile::Static(st) => st.load(&stored, &Device::Cpu),
+            WeightFile::Buffered(st) => st.load(&stored, &Device::Cpu),
         };
         let bad = |message: String| {
             self.fail(Error::Checkpoint {

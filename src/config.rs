@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
 use crate::error::{Error, Result};
+use crate::model_files::ModelFiles;
 use crate::rope_scaling::RopeScaling;
 
 /// What a sequence-classification head computes, as transformers' `problem_type`.
@@ -202,7 +203,21 @@ impl Config {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        Self::from_json(&text).map_err(|e| match e {
+        Self::from_json_at(&text, path)
+    }
+
+    /// Reads and validates the `config.json` of a model folder on disk or in memory.
+    pub fn from_files(files: &ModelFiles) -> Result<Self> {
+        let path = files.path("config.json");
+        let bytes = files.read("config.json")?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+        Self::from_json_at(text, &path)
+    }
+
+    /// [`Config::from_json`], with errors naming the file the text came from.
+    fn from_json_at(text: &str, path: &Path) -> Result<Self> {
+        Self::from_json(text).map_err(|e| match e {
             Error::Config { field, message, .. } => {
                 Error::Config { path: Some(path.to_path_buf()), field, message }
             }

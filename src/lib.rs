@@ -38,6 +38,8 @@
 mod activation;
 mod attention;
 mod batching;
+#[cfg(feature = "bundled-sst2")]
+mod bundled;
 mod checkpoint;
 mod config;
 mod embeddings;
@@ -51,6 +53,7 @@ mod kernels;
 mod kv_cache;
 mod layers;
 mod model;
+mod model_files;
 mod ops;
 mod pass;
 mod pipelines;
@@ -71,6 +74,7 @@ pub use heads::{
 };
 pub use hub::{DownloadProgress, HubOptions};
 pub use model::{Inputs, Pooler, RoFormerModel};
+pub use model_files::ModelFiles;
 pub use pipelines::{
     cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate,
     Paraphrase, Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, Ranked,

@@ -27,6 +27,7 @@ use tokenizers::{
 };
 
 use crate::error::{Error, Result};
+use crate::model_files::ModelFiles;
 
 /// Which tokenizer a checkpoint uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,11 +176,19 @@ impl Tokenizer {
     /// Loads the tokenizer of a checkpoint folder: vocab.txt with tokenizer_config.json (and
     /// config.json for the class and max length), or tokenizer.json where it can be trusted.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
-        let tokenizer_config = read_json_if_exists(&dir.join("tokenizer_config.json"))?;
-        let model_config = read_json_if_exists(&dir.join("config.json"))?;
-        let vocab_path = dir.join("vocab.txt");
-        let vocab = if vocab_path.is_file() { Some(read_vocab(&vocab_path)?) } else { None };
+        Self::from_files(&ModelFiles::from_dir(dir.as_ref()))
+    }
+
+    /// Loads the tokenizer of a model folder on disk or in memory, as [`Tokenizer::from_dir`].
+    pub fn from_files(files: &ModelFiles) -> Result<Self> {
+        let tokenizer_config = files.read_json_if_exists("tokenizer_config.json")?;
+        let model_config = files.read_json_if_exists("config.json")?;
+        let vocab_path = files.path("vocab.txt");
+        let vocab = if files.contains("vocab.txt") {
+            Some(parse_vocab(&files.read("vocab.txt")?, &vocab_path)?)
+        } else {
+            None
+        };
 
         let class = [&tokenizer_config, &model_config]
             .into_iter()
@@ -209,11 +218,12 @@ impl Tokenizer {
                 .map(|n| n as usize);
         }
 
-        let tokenizer_json = dir.join("tokenizer.json");
         match (kind, vocab) {
-            (TokenizerKind::WordPiece, _) if tokenizer_json.is_file() => {
-                Self::from_tokenizer_json(&tokenizer_json, options)
-            }
+            (TokenizerKind::WordPiece, _) if files.contains("tokenizer.json") => Self::from_tokenizer_json(
+                &files.read("tokenizer.json")?,
+                &files.path("tokenizer.json"),
+                options,
+            ),
             (_, Some(vocab)) => Self::from_vocab(vocab, &vocab_path, options),
             (_, None) => Err(Error::Vocab {
                 path: vocab_path,
@@ -281,10 +291,10 @@ impl Tokenizer {
         Self::assemble(inner, options, source)
     }
 
-    fn from_tokenizer_json(path: &Path, options: TokenizerOptions) -> Result<Self> {
+    fn from_tokenizer_json(bytes: &[u8], path: &Path, options: TokenizerOptions) -> Result<Self> {
         let source = Some(path.to_path_buf());
         let bad = |message: String| Error::Vocab { path: path.to_path_buf(), line: None, message };
-        let loaded = tokenizers::Tokenizer::from_file(path)
+        let loaded = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| bad(format!("unreadable tokenizer.json: {e}")))?;
         let mut inner = Inner::new(loaded.get_model().clone());
         inner.with_normalizer(loaded.get_normalizer().cloned()).map_err(|e| bad(e.to_string()))?;
@@ -718,7 +728,11 @@ struct Vocab {
 /// roformer_chinese_base vocab has a U+2028 inside a line), with a trailing '\r' dropped, as
 /// Python's universal newlines would. A token listed twice keeps its last id, as transformers does.
 fn read_vocab(path: &Path) -> Result<Vocab> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    parse_vocab(&std::fs::read(path).map_err(|e| Error::io(path, e))?, path)
+}
+
+/// The tokens of a vocab.txt's bytes; `path` names the file in errors.
+fn parse_vocab(bytes: &[u8], path: &Path) -> Result<Vocab> {
     let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     if lines.last().is_some_and(|l| l.is_empty()) {
         lines.pop();
@@ -748,19 +762,6 @@ fn read_vocab(path: &Path) -> Result<Vocab> {
 fn looks_word_level(vocab: &Vocab) -> bool {
     let words = vocab.ids.keys().filter(|t| t.chars().filter(|&c| is_cjk(c)).count() >= 2).count();
     words >= 1000
-}
-
-/// A JSON file of the folder, `None` when absent; a malformed one is an error naming it.
-pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<Value>> {
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| Error::Config {
-        path: Some(PathBuf::from(path)),
-        field: String::new(),
-        message: e.to_string(),
-    })
 }
 
 /// Special tokens are strings or `{"content": ...}` objects in tokenizer_config.json.

@@ -96,6 +96,6 @@ impl FillMask {
 
     /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
     pub fn path(&self) -> &Path {
-        &self.pipeline.dir
+        self.pipeline.files.root()
     }
 }

@@ -12,7 +12,7 @@ mod sentence_transformers;
 mod text_classifier;
 mod token_classifier;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 pub use fill_mask::{FillMask, MaskCandidate};
@@ -28,6 +28,7 @@ use crate::batching::{run_by_length, Batch};
 use crate::checkpoint::{Checkpoint, Load};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::model_files::ModelFiles;
 use crate::quantization::Quantize;
 use crate::tokenizer::{Encoded, Tokenizer, Truncation};
 
@@ -37,7 +38,8 @@ struct Pipeline<M> {
     model: M,
     tokenizer: Tokenizer,
     config: Config,
-    dir: PathBuf,
+    /// The model folder, on disk or in memory.
+    files: ModelFiles,
     options: PipelineOptions,
     /// Inputs are truncated to this many tokens.
     max_length: usize,
@@ -51,7 +53,7 @@ impl<M> Pipeline<M> {
             model,
             tokenizer: self.tokenizer.clone(),
             config: self.config.clone(),
-            dir: self.dir.clone(),
+            files: self.files.clone(),
             options: self.options.clone(),
             max_length: self.max_length,
             pool: self.pool.clone(),
@@ -61,14 +63,14 @@ impl<M> Pipeline<M> {
 
 /// A token id past the embedding table would fail only at inference, on the first text that uses
 /// it, with an index error naming no file: refuse it at load.
-fn check_vocab_size(tokenizer: &Tokenizer, config: &Config, dir: &Path) -> Result<()> {
+fn check_vocab_size(tokenizer: &Tokenizer, config: &Config, files: &ModelFiles) -> Result<()> {
     let tokens = tokenizer.vocab_size();
     if tokens <= config.vocab_size {
         return Ok(());
     }
-    let vocab = dir.join("vocab.txt");
+    let vocab = if files.contains("vocab.txt") { "vocab.txt" } else { "tokenizer.json" };
     Err(Error::Vocab {
-        path: if vocab.is_file() { vocab } else { dir.join("tokenizer.json") },
+        path: files.path(vocab),
         line: None,
         message: format!(
             "the vocabulary has {tokens} tokens, but config.json's vocab_size is {}: ids past {} have no embedding",
@@ -81,22 +83,38 @@ fn check_vocab_size(tokenizer: &Tokenizer, config: &Config, dir: &Path) -> Resul
 impl<M: Load + Quantize + Sync> Pipeline<M> {
     /// Loads from a folder or a Hub id, truncating inputs to `max_length` (longest first).
     fn load(model: &Path, options: PipelineOptions) -> Result<Self> {
+        Self::check(&options)?;
+        let dir = options.hub.resolve(model, options.revision.as_deref())?;
+        Self::read(&ModelFiles::from_dir(dir), options)
+    }
+
+    /// Loads from a model folder on disk or in memory (no Hub), as [`Pipeline::load`].
+    fn from_files(files: &ModelFiles, options: PipelineOptions) -> Result<Self> {
+        Self::check(&options)?;
+        Self::read(files, options)
+    }
+
+    /// Options that would fail only later, refused before anything is read.
+    fn check(options: &PipelineOptions) -> Result<()> {
         if options.batch_size == 0 {
             return Err(Error::Input("batch_size must be at least 1".into()));
         }
         if options.threads == Some(0) {
             return Err(Error::Input("threads must be at least 1".into()));
         }
-        let dir = options.hub.resolve(model, options.revision.as_deref())?;
-        let mut config = Config::from_file(dir.join("config.json"))?;
+        Ok(())
+    }
+
+    fn read(files: &ModelFiles, options: PipelineOptions) -> Result<Self> {
+        let mut config = Config::from_files(files)?;
         if let Some(scaling) = &options.rope_scaling {
             config.set_rope_scaling(Some(scaling.clone()));
         }
-        let mut tokenizer = Tokenizer::from_dir(&dir)?;
-        check_vocab_size(&tokenizer, &config, &dir)?;
+        let mut tokenizer = Tokenizer::from_files(files)?;
+        check_vocab_size(&tokenizer, &config, files)?;
         let max_length = options.max_length.or(tokenizer.model_max_length()).unwrap_or(512);
         tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_length))?;
-        let mut model: M = Checkpoint::open(&dir)?.load(&config, options.dtype, &options.device)?;
+        let mut model: M = Checkpoint::from_files(files)?.load(&config, options.dtype, &options.device)?;
         model.quantize(options.quantization)?;
         let threads =
             options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -105,7 +123,7 @@ impl<M: Load + Quantize + Sync> Pipeline<M> {
             .thread_name(|i| format!("roformer-{i}"))
             .build()
             .map_err(|e| Error::Input(format!("cannot start {threads} threads: {e}")))?;
-        Ok(Self { model, tokenizer, config, dir, options, max_length, pool: Arc::new(pool) })
+        Ok(Self { model, tokenizer, config, files: files.clone(), options, max_length, pool: Arc::new(pool) })
     }
 
     /// Runs `forward` on batches of similar length, inside the pipeline's thread pool, and

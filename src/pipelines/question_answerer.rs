@@ -220,7 +220,7 @@ impl QuestionAnswerer {
 
     /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
     pub fn path(&self) -> &Path {
-        &self.pipeline.dir
+        self.pipeline.files.root()
     }
 }
 

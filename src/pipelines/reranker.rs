@@ -7,7 +7,8 @@ use serde_json::Value;
 use super::{PipelineOptions, TextClassifier};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::tokenizer::{read_json_if_exists, Tokenizer};
+use crate::model_files::ModelFiles;
+use crate::tokenizer::Tokenizer;
 
 /// A cross-encoder: a sequence-classification checkpoint with one label, scoring how well a text
 /// answers a query. Pairs are encoded query first, as sentence-transformers' `CrossEncoder`
@@ -63,7 +64,7 @@ impl Reranker {
                 ),
             });
         }
-        let sigmoid = sigmoid_by_default(classifier.path())?;
+        let sigmoid = sigmoid_by_default(&classifier.pipeline.files)?;
         Ok(Self { classifier, sigmoid })
     }
 
@@ -136,14 +137,14 @@ fn ranked(scores: Vec<f32>) -> Vec<Ranked> {
 /// Whether `CrossEncoder.predict` applies a sigmoid for this folder: its `activation_fn` in
 /// config_sentence_transformers.json (or the `sbert_ce_default_activation_function` of
 /// config.json, from before sentence-transformers 4), sigmoid when neither is set.
-fn sigmoid_by_default(dir: &Path) -> Result<bool> {
+fn sigmoid_by_default(files: &ModelFiles) -> Result<bool> {
     let sources = [
         ("config_sentence_transformers.json", "activation_fn"),
         ("config.json", "sbert_ce_default_activation_function"),
     ];
     for (file, field) in sources {
-        let path = dir.join(file);
-        let Some(json) = read_json_if_exists(&path)? else { continue };
+        let path = files.path(file);
+        let Some(json) = files.read_json_if_exists(file)? else { continue };
         match json.get(field) {
             None | Some(Value::Null) => continue,
             Some(Value::String(name)) if name.ends_with(".Sigmoid") => return Ok(true),

@@ -9,6 +9,7 @@ use super::{Pipeline, PipelineOptions, TextClassifier};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::model::RoFormerModel;
+use crate::model_files::ModelFiles;
 use crate::tokenizer::{Encoded, Tokenizer, Truncation};
 
 /// How a sentence encoder turns token states into one vector.
@@ -93,9 +94,21 @@ impl SentenceEncoder {
 
     /// Loads any RoFormer checkpoint from a folder or a Hub id.
     pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
-        let mut pipeline = Pipeline::load(model.as_ref(), options)?;
-        let folder =
-            SentenceTransformers::read(&pipeline.dir, pipeline.config.hidden_size, &pipeline.options.device)?;
+        Self::from_pipeline(Pipeline::load(model.as_ref(), options)?)
+    }
+
+    /// Loads any RoFormer checkpoint from a model folder on disk or in memory (no Hub), as
+    /// [`SentenceEncoder::from_pretrained_with`] loads it from a folder.
+    pub fn from_files(files: &ModelFiles, options: PipelineOptions) -> Result<Self> {
+        Self::from_pipeline(Pipeline::from_files(files, options)?)
+    }
+
+    fn from_pipeline(mut pipeline: Pipeline<RoFormerModel>) -> Result<Self> {
+        let folder = SentenceTransformers::read(
+            &pipeline.files,
+            pipeline.config.hidden_size,
+            &pipeline.options.device,
+        )?;
         if let Some(max_seq_length) = folder.as_ref().and_then(|f| f.max_seq_length) {
             if pipeline.options.max_length.is_none() {
                 pipeline.tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_seq_length))?;
@@ -123,7 +136,7 @@ impl SentenceEncoder {
                     return Err(Error::Input(format!(
                         "{} is a sentence-transformers folder, whose modules.json sets the pooling: \
                          leave the pooling option to folders without one",
-                        pipeline.dir.display()
+                        pipeline.files.root().display()
                     )));
                 }
                 let prompt = folder.prompt(options.prompt.as_deref(), options.prompt_name.as_deref())?;
@@ -134,7 +147,7 @@ impl SentenceEncoder {
                 if let Some(name) = &options.prompt_name {
                     return Err(Error::Input(format!(
                         "unknown prompt name `{name}`: {} has no config_sentence_transformers.json with prompts",
-                        pipeline.dir.display()
+                        pipeline.files.root().display()
                     )));
                 }
                 let has_pooler = pipeline.model.pooler().is_some();
@@ -143,7 +156,7 @@ impl SentenceEncoder {
                 if pooling == Pooling::Pooler && !has_pooler {
                     return Err(Error::Input(format!(
                         "pooling `pooler` needs `roformer.pooler.dense` weights, which {} lacks",
-                        pipeline.dir.display()
+                        pipeline.files.root().display()
                     )));
                 }
                 let modules = if options.normalize.unwrap_or(true) {
@@ -285,7 +298,7 @@ impl SentenceEncoder {
 
     /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
     pub fn path(&self) -> &Path {
-        &self.pipeline.dir
+        self.pipeline.files.root()
     }
 }
 

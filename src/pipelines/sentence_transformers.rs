@@ -13,7 +13,7 @@ use crate::checkpoint::Checkpoint;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::layers::Linear;
-use crate::tokenizer::read_json_if_exists;
+use crate::model_files::ModelFiles;
 
 /// What a sentence-transformers folder asks of the sentence encoder.
 #[derive(Debug, Clone)]
@@ -89,9 +89,9 @@ fn config_error(path: &Path, field: impl Into<String>, message: impl Into<String
 impl SentenceTransformers {
     /// The folder's modules, or `None` when it has no `modules.json`. Dense weights are loaded
     /// in f32 on `device`; `hidden_size` is what the Transformer module gives the pooling.
-    pub fn read(dir: &Path, hidden_size: usize, device: &Device) -> Result<Option<Self>> {
-        let modules_path = dir.join("modules.json");
-        let Some(list) = read_json_if_exists(&modules_path)? else { return Ok(None) };
+    pub fn read(files: &ModelFiles, hidden_size: usize, device: &Device) -> Result<Option<Self>> {
+        let modules_path = files.path("modules.json");
+        let Some(list) = files.read_json_if_exists("modules.json")? else { return Ok(None) };
         let entries = list.as_array().ok_or_else(|| {
             config_error(&modules_path, "", "expected a list of modules ({\"type\", \"path\", ...})")
         })?;
@@ -126,7 +126,7 @@ impl SentenceTransformers {
 
         let mut iter = kinds.into_iter();
         let max_seq_length = match iter.next() {
-            Some((Kind::Transformer, sub, _)) if sub.is_empty() => read_max_seq_length(dir)?,
+            Some((Kind::Transformer, sub, _)) if sub.is_empty() => read_max_seq_length(files)?,
             Some((Kind::Transformer, sub, field)) => {
                 return Err(config_error(
                     &modules_path,
@@ -139,7 +139,7 @@ impl SentenceTransformers {
             }
         };
         let pooling = match iter.next() {
-            Some((Kind::Pooling, sub, _)) => Pooling::read(&dir.join(sub).join("config.json"), hidden_size)?,
+            Some((Kind::Pooling, sub, _)) => Pooling::read(&files.sub(&sub), hidden_size)?,
             Some((_, _, field)) => {
                 return Err(config_error(
                     &modules_path,
@@ -160,7 +160,7 @@ impl SentenceTransformers {
         for (kind, sub, field) in iter {
             let module = match kind {
                 Kind::Dense => {
-                    let dense = Dense::read(&dir.join(sub), dim, device)?;
+                    let dense = Dense::read(&files.sub(&sub), dim, device)?;
                     dim = dense.out_features;
                     Module::Dense(dense)
                 }
@@ -176,8 +176,8 @@ impl SentenceTransformers {
             modules.push(module);
         }
 
-        let config_path = dir.join("config_sentence_transformers.json");
-        let config = read_json_if_exists(&config_path)?.unwrap_or(Value::Null);
+        let config_path = files.path("config_sentence_transformers.json");
+        let config = files.read_json_if_exists("config_sentence_transformers.json")?.unwrap_or(Value::Null);
         let mut prompts = BTreeMap::new();
         if let Some(map) = config.get("prompts").filter(|p| !p.is_null()) {
             let map = map
@@ -254,12 +254,12 @@ fn names(prompts: &BTreeMap<String, String>) -> String {
 
 /// `max_seq_length` of sentence_bert_config.json (or the files older releases named after the
 /// architecture), when set; sentence-transformers 6 leaves it to the tokenizer's model_max_length.
-fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
+fn read_max_seq_length(files: &ModelFiles) -> Result<Option<usize>> {
     for name in
         ["sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"]
     {
-        let path = dir.join(name);
-        let Some(config) = read_json_if_exists(&path)? else { continue };
+        let path = files.path(name);
+        let Some(config) = files.read_json_if_exists(name)? else { continue };
         return match config.get("max_seq_length") {
             None | Some(Value::Null) => Ok(None),
             Some(value) => value.as_u64().filter(|&n| n > 0).map(|n| Some(n as usize)).ok_or_else(|| {
@@ -304,8 +304,10 @@ pub(super) struct Pooling {
 }
 
 impl Pooling {
-    fn read(path: &Path, hidden_size: usize) -> Result<Self> {
-        let config = read_json_if_exists(path)?
+    fn read(module: &ModelFiles, hidden_size: usize) -> Result<Self> {
+        let path = &module.path("config.json");
+        let config = module
+            .read_json_if_exists("config.json")?
             .ok_or_else(|| config_error(path, "", "missing: the Pooling module's config"))?;
         let mode_error = |field: &str, value: &Value| {
             let known: Vec<&str> = Mode::NAMES.iter().map(|(n, _, _)| *n).collect();
@@ -426,9 +428,10 @@ enum Residual {
 }
 
 impl Dense {
-    fn read(dir: &Path, in_dim: usize, device: &Device) -> Result<Self> {
-        let path = dir.join("config.json");
-        let config = read_json_if_exists(&path)?
+    fn read(module: &ModelFiles, in_dim: usize, device: &Device) -> Result<Self> {
+        let path = module.path("config.json");
+        let config = module
+            .read_json_if_exists("config.json")?
             .ok_or_else(|| config_error(&path, "", "missing: the Dense module's config"))?;
         let size = |field: &str| {
             config
@@ -474,7 +477,7 @@ impl Dense {
                 )
             })?,
         };
-        let weights = Checkpoint::open(dir)?;
+        let weights = Checkpoint::from_files(module)?;
         let tensor = |name: &str, shape: &[usize]| -> Result<Tensor> {
             let t = weights.tensor(name)?;
             if t.dims() != shape {

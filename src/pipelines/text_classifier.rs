@@ -8,6 +8,7 @@ use super::{Pipeline, PipelineOptions};
 use crate::config::{Config, ProblemType};
 use crate::error::Result;
 use crate::heads::RoFormerForSequenceClassification;
+use crate::model_files::ModelFiles;
 use crate::tokenizer::{Encoded, Tokenizer};
 
 /// Sequence classification: single sentences or pairs; single-label, multi-label or regression,
@@ -95,6 +96,36 @@ impl TextClassifier {
         Ok(Self { pipeline: Pipeline::load(model.as_ref(), options)? })
     }
 
+    /// Loads a sequence-classification checkpoint from a model folder on disk or in memory (no
+    /// Hub), as [`TextClassifier::from_pretrained_with`] loads it from a folder.
+    pub fn from_files(files: &ModelFiles, options: PipelineOptions) -> Result<Self> {
+        Ok(Self { pipeline: Pipeline::from_files(files, options)? })
+    }
+
+    /// The SST-2 sentiment classifier built into the crate (labels `negative` and `positive`),
+    /// with default options: no file, no network.
+    ///
+    /// ```
+    /// # fn main() -> roformer::Result<()> {
+    /// let classifier = roformer::TextClassifier::bundled()?;
+    /// let predictions = classifier.classify(&["a gorgeous , witty movie .", "a chore ."])?;
+    /// assert_eq!((predictions[0].label.as_str(), predictions[1].label.as_str()), ("positive", "negative"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "bundled-sst2")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "bundled-sst2")))]
+    pub fn bundled() -> Result<Self> {
+        Self::bundled_with(PipelineOptions::default())
+    }
+
+    /// The built-in SST-2 classifier, with `options` (device, dtype, quantization, threads, ...).
+    #[cfg(feature = "bundled-sst2")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "bundled-sst2")))]
+    pub fn bundled_with(options: PipelineOptions) -> Result<Self> {
+        Self::from_files(&ModelFiles::bundled_sst2()?, options)
+    }
+
     /// One prediction per text, in input order; an empty slice gives an empty result.
     pub fn classify<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Classification>> {
         let encodings = self.pipeline.tokenizer.encode_batch(texts)?;
@@ -151,7 +182,7 @@ impl TextClassifier {
 
     /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
     pub fn path(&self) -> &Path {
-        &self.pipeline.dir
+        self.pipeline.files.root()
     }
 }
 

@@ -153,7 +153,7 @@ impl TokenClassifier {
         let pipeline: Pipeline<RoFormerForTokenClassification> = Pipeline::load(model.as_ref(), options)?;
         if pipeline.config.id2label.is_none() {
             return Err(Error::Config {
-                path: Some(pipeline.dir.join("config.json")),
+                path: Some(pipeline.files.path("config.json")),
                 field: "id2label".into(),
                 message: "a token classifier needs the names of its labels (B-PER, I-PER, O, ...)".into(),
             });
@@ -352,7 +352,7 @@ impl TokenClassifier {
 
     /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
     pub fn path(&self) -> &Path {
-        &self.pipeline.dir
+        self.pipeline.files.root()
     }
 }
 

@@ -12,6 +12,7 @@ mod generation;
 mod hub;
 mod levels;
 mod model_behaviour;
+mod model_files;
 mod model_parity;
 mod ner_qa;
 mod pipelines;
