@@ -1,10 +1,11 @@
 //! RoFormer (Su et al. 2021, "Enhanced Transformer with Rotary Position Embedding") for Candle.
 //!
-//! Three lines classify text, from a folder or a Hugging Face Hub id:
+//! Three lines classify text, with the SST-2 model built into the crate (feature `bundled-sst2`,
+//! on by default), a folder, or a Hugging Face Hub id:
 //!
 //! ```no_run
 //! # fn main() -> roformer::Result<()> {
-//! let classifier = roformer::TextClassifier::from_pretrained("models/roformer-sst2")?;
+//! let classifier = roformer::TextClassifier::bundled()?; // or ::from_pretrained("folder or Hub id")
 //! let predictions = classifier.classify(&["a gorgeous , witty movie .", "a chore ."])?;
 //! println!("{} {:.3}", predictions[0].label, predictions[0].score);
 //! # Ok(())
@@ -33,6 +34,8 @@
 //! through a forward pass.
 
 #![warn(missing_docs)]
+// docs.rs marks the items that need a feature (`bundled-sst2`), from package.metadata.docs.rs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod activation;

@@ -1,6 +1,8 @@
 //! The command-line plumbing the examples and `roformer-serve` share: the flags that say how a
 //! pipeline runs, Hub downloads with progress bars, and one way of reporting errors.
 
+#![warn(missing_docs)]
+
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
