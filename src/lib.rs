@@ -35,50 +35,33 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod activation;
-mod attention;
-mod batching;
-mod checkpoint;
-mod config;
-mod embeddings;
-mod encoder;
-mod engine;
 mod error;
 mod generation;
-mod heads;
-mod hub;
-mod kernels;
-mod kv_cache;
-mod layers;
+mod loading;
 mod model;
-mod ops;
-mod pass;
 mod pipelines;
-mod quantization;
-mod rope_scaling;
-mod rotary;
-mod tokenizer;
+mod runtime;
 pub mod training;
 
-pub use activation::Activation;
-pub use checkpoint::{load_dir, Checkpoint, Load};
-pub use config::{Config, NormType, ProblemType, SummaryType};
 pub use error::{BoxError, Error, HubErrorKind, Result};
 pub use generation::{GenerationMode, GenerationOptions, Sampling};
-pub use heads::{
+pub use loading::checkpoint::{load_dir, Checkpoint, Load};
+pub use loading::config::{Config, NormType, ProblemType, SummaryType};
+pub use loading::hub::{DownloadProgress, HubOptions};
+pub use loading::tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
+pub use model::activation::Activation;
+pub use model::heads::{
     RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
     RoFormerForSequenceClassification, RoFormerForTokenClassification,
 };
-pub use hub::{DownloadProgress, HubOptions};
-pub use model::{Inputs, Pooler, RoFormerModel};
+pub use model::roformer::{Inputs, Pooler, RoFormerModel};
+pub use model::rope_scaling::{RopeScaling, Yarn};
 pub use pipelines::{
     cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate,
     Paraphrase, Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, Ranked,
     Reranker, SentenceEncoder, TextClassifier, TokenClassifier, TokenClassifierOptions,
 };
-pub use quantization::Quantization;
-pub use rope_scaling::{RopeScaling, Yarn};
-pub use tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
+pub use runtime::quantization::Quantization;
 
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.
 #[cfg(doctest)]

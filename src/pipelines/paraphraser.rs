@@ -7,8 +7,8 @@ use std::path::Path;
 use super::{cosine_similarity, Pipeline, PipelineOptions, SentenceEncoder};
 use crate::error::{Error, Result};
 use crate::generation::GenerationOptions;
-use crate::heads::RoFormerForCausalLM;
-use crate::tokenizer::{is_cjk, Tokenizer};
+use crate::loading::tokenizer::{is_cjk, Tokenizer};
+use crate::model::heads::RoFormerForCausalLM;
 
 /// One generated sentence.
 #[derive(Debug, Clone, PartialEq)]

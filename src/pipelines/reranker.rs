@@ -5,9 +5,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{PipelineOptions, TextClassifier};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::tokenizer::{read_json_if_exists, Tokenizer};
+use crate::loading::config::Config;
+use crate::loading::tokenizer::{read_json_if_exists, Tokenizer};
 
 /// A cross-encoder: a sequence-classification checkpoint with one label, scoring how well a text
 /// answers a query. Pairs are encoded query first, as sentence-transformers' `CrossEncoder`

@@ -6,10 +6,10 @@ use candle_core::{DType, Tensor};
 
 use super::sentence_transformers::{self as st, Module, Normalize, SentenceTransformers};
 use super::{Pipeline, PipelineOptions, TextClassifier};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model::RoFormerModel;
-use crate::tokenizer::{Encoded, Tokenizer, Truncation};
+use crate::loading::config::Config;
+use crate::loading::tokenizer::{Encoded, Tokenizer, Truncation};
+use crate::model::roformer::RoFormerModel;
 
 /// How a sentence encoder turns token states into one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
 
-use crate::activation::Activation;
-use crate::checkpoint::Checkpoint;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::layers::Linear;
-use crate::tokenizer::read_json_if_exists;
+use crate::loading::checkpoint::Checkpoint;
+use crate::loading::tokenizer::read_json_if_exists;
+use crate::model::activation::Activation;
+use crate::model::layers::Linear;
+use crate::runtime::engine::Engine;
 
 /// What a sentence-transformers folder asks of the sentence encoder.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 use candle_core::{Device, IndexOp, Tensor, D};
 
 use crate::error::{Error, Result};
-use crate::tokenizer::Encoded;
+use crate::loading::tokenizer::Encoded;
 
 /// The token ids of a batch, and how they form sequences.
 pub(crate) enum Batch {

@@ -3,12 +3,12 @@
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use crate::activation::Activation;
-use crate::attention::Attention;
-use crate::config::Config;
-use crate::engine::Engine;
-use crate::layers::{Linear, Norm};
-use crate::pass::Pass;
+use crate::loading::config::Config;
+use crate::model::activation::Activation;
+use crate::model::attention::Attention;
+use crate::model::layers::{Linear, Norm};
+use crate::model::pass::Pass;
+use crate::runtime::engine::Engine;
 
 /// The feed-forward block: `intermediate` (dense + activation) then `output` (dense, residual, norm).
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use candle_core::{DType, Device, Result, Tensor};
 
-use crate::rope_scaling::{frequencies, sin_cos_table, Frequencies, RopeScaling};
+use crate::model::rope_scaling::{frequencies, sin_cos_table, Frequencies, RopeScaling};
 
 /// Cos and sin for positions `0..len`, each (len, head_dim / 2), in the model's dtype and device.
 #[derive(Debug, Clone)]
@@ -101,7 +101,7 @@ impl RotaryEmbedding {
 
 /// Applies the rotation to `xs` (batch, heads, seq, head_dim).
 pub(crate) fn apply(xs: &Tensor, tables: &RotaryTables) -> Result<Tensor> {
-    crate::ops::rope_interleaved(xs, &tables.cos, &tables.sin)
+    crate::runtime::ops::rope_interleaved(xs, &tables.cos, &tables.sin)
 }
 
 #[cfg(test)]

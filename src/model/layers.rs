@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use crate::activation::Activation;
-use crate::config::{Config, NormType};
-use crate::engine::Engine;
-use crate::kernels;
-use crate::kernels::gemm::{PackedF32, PackedI8};
+use crate::loading::config::{Config, NormType};
+use crate::model::activation::Activation;
+use crate::runtime::engine::Engine;
+use crate::runtime::kernels;
+use crate::runtime::kernels::gemm::{PackedF32, PackedI8};
 
 /// A dense layer `x Wᵀ + b`, in the form its engine computes with.
 #[derive(Debug, Clone)]
@@ -187,9 +187,9 @@ impl Module for Norm {
                 kernels::norm::add_norm(xs, None, affine.as_ref().map(|(w, b)| (w, b)), *eps)
             }
             Norm::Candle { affine: Some((weight, bias)), eps } => {
-                crate::ops::layer_norm(xs, weight, bias, *eps)
+                crate::runtime::ops::layer_norm(xs, weight, bias, *eps)
             }
-            Norm::Candle { affine: None, eps } => crate::ops::rms_norm(xs, *eps),
+            Norm::Candle { affine: None, eps } => crate::runtime::ops::rms_norm(xs, *eps),
         }
     }
 }

@@ -3,13 +3,13 @@
 
 use candle_core::{DType, Result, Tensor};
 
-use crate::batching::Batch;
-use crate::engine::Engine;
-use crate::kernels::attention::Rotation;
-use crate::kernels::Level;
-use crate::kv_cache::KvCache;
-use crate::layers::DropoutRng;
-use crate::rotary::RotaryTables;
+use crate::generation::kv_cache::KvCache;
+use crate::model::batching::Batch;
+use crate::model::layers::DropoutRng;
+use crate::model::rotary::RotaryTables;
+use crate::runtime::engine::Engine;
+use crate::runtime::kernels::attention::Rotation;
+use crate::runtime::kernels::Level;
 
 /// The mask in the form the model's engine computes attention with.
 pub(crate) enum Mask<'a> {

@@ -362,7 +362,7 @@ mod tests {
 
     /// Values in [-2, 2).
     fn noise(n: usize, seed: u64) -> Vec<f32> {
-        crate::kernels::noise(n, seed).into_iter().map(|v| v * 4.0).collect()
+        crate::runtime::kernels::noise(n, seed).into_iter().map(|v| v * 4.0).collect()
     }
 
     /// Attention as written in the paper, in f64, one query at a time.
@@ -453,7 +453,7 @@ mod tests {
             let segments = Segments { spans: &spans, key_bias: padded.then_some(&bias[..]), causal };
             let qkv_t = Tensor::from_vec(qkv.clone(), (tokens, 3 * hidden), &Device::Cpu).unwrap();
             let want = reference(&qkv, &segments, &cos, &sin, heads, d, rotary_value);
-            for level in crate::kernels::tested_levels("blocked attention") {
+            for level in crate::runtime::kernels::tested_levels("blocked attention") {
                 let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
                 let ours = attention(level, &qkv_t, &segments, &rotation, heads, d, rotary_value).unwrap();
                 let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();

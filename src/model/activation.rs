@@ -44,7 +44,7 @@ impl Activation {
     /// Applies the activation elementwise.
     pub fn forward(self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Activation::Gelu => crate::ops::gelu_erf(xs),
+            Activation::Gelu => crate::runtime::ops::gelu_erf(xs),
             Activation::GeluNew | Activation::GeluPytorchTanh => xs.gelu(),
             Activation::Relu => xs.relu(),
             Activation::Silu | Activation::Swish => xs.silu(),

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::activation::Activation;
 use crate::error::{Error, Result};
-use crate::rope_scaling::RopeScaling;
+use crate::model::activation::Activation;
+use crate::model::rope_scaling::RopeScaling;
 
 /// What a sequence-classification head computes, as transformers' `problem_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,7 +151,7 @@ pub struct Config {
 }
 
 mod d {
-    use crate::activation::Activation;
+    use crate::model::activation::Activation;
     pub fn vocab_size() -> usize {
         50000
     }

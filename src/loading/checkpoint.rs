@@ -11,8 +11,8 @@ use candle_core::{CpuStorage, DType, Device, Shape, Storage, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
-use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::loading::config::Config;
 
 /// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
 /// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
@@ -36,13 +36,13 @@ macro_rules! impl_load {
 }
 
 impl_load!(
-    crate::model::RoFormerModel,
-    crate::heads::RoFormerForSequenceClassification,
-    crate::heads::RoFormerForTokenClassification,
-    crate::heads::RoFormerForMaskedLM,
-    crate::heads::RoFormerForCausalLM,
-    crate::heads::RoFormerForQuestionAnswering,
-    crate::heads::RoFormerForMultipleChoice,
+    crate::model::roformer::RoFormerModel,
+    crate::model::heads::RoFormerForSequenceClassification,
+    crate::model::heads::RoFormerForTokenClassification,
+    crate::model::heads::RoFormerForMaskedLM,
+    crate::model::heads::RoFormerForCausalLM,
+    crate::model::heads::RoFormerForQuestionAnswering,
+    crate::model::heads::RoFormerForMultipleChoice,
 );
 
 enum WeightFile {
@@ -232,7 +232,7 @@ pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
         let file =
             file.as_str().ok_or_else(|| bad(format!("weight_map entry `{tensor}` is not a file name")))?;
         // Shards must stay inside the checkpoint folder, whoever wrote the index.
-        crate::hub::validate_relative(file)
+        crate::loading::hub::validate_relative(file)
             .map_err(|m| bad(format!("weight_map entry `{tensor}` names a shard outside the folder: {m}")))?;
         shards.insert(file.to_string());
     }

@@ -1,7 +1,7 @@
 //! CPU kernels for inference in f32 (and int8 linears): the hot steps of a forward pass fused so
 //! that each reads and writes its data once, without Candle's per-op dispatch.
 //!
-//! The fused engine (`crate::engine`) runs them: every kernel reads contiguous f32 CPU tensors in
+//! The fused engine (`crate::runtime::engine`) runs them: every kernel reads contiguous f32 CPU tensors in
 //! place and returns a new tensor. The matrix products go through one GEMM driver (`gemm`) with a
 //! microkernel per instruction set (`tile_f32`, `tile_int8`); the elementwise kernels are plain
 //! Rust compiled once per level by `multiversion!`. The level is picked at run time ([`Level`]),
@@ -196,8 +196,8 @@ macro_rules! multiversion {
                 unsafe fn avx512($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                use $crate::kernels::Level;
-                match $crate::kernels::level() {
+                use $crate::runtime::kernels::Level;
+                match $crate::runtime::kernels::level() {
                     // SAFETY: the level in force is one this CPU supports (`Level::supported`), and
                     // it has the features each variant is compiled for.
                     Level::Avx512 | Level::Avx512Vnni => return unsafe { avx512($($arg),*) },

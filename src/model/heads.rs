@@ -3,15 +3,15 @@
 use candle_core::{Module, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
-use crate::activation::Activation;
-use crate::batching::Batch;
-use crate::config::{Config, NormType, SummaryType};
-use crate::engine::Engine;
 use crate::error::Result;
 use crate::generation::GenerationMode;
-use crate::layers::{DropoutRng, Linear, Norm};
-use crate::model::{Inputs, RoFormerModel};
-use crate::quantization::{Quantization, Quantize};
+use crate::loading::config::{Config, NormType, SummaryType};
+use crate::model::activation::Activation;
+use crate::model::batching::Batch;
+use crate::model::layers::{DropoutRng, Linear, Norm};
+use crate::model::roformer::{Inputs, RoFormerModel};
+use crate::runtime::engine::Engine;
+use crate::runtime::quantization::{Quantization, Quantize};
 
 /// `classifier`: `[CLS]` -> dense -> hidden_act -> out_proj (hidden_act, not BERT's tanh).
 #[derive(Debug, Clone)]

@@ -3,18 +3,18 @@
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 
-use crate::activation::Activation;
-use crate::batching::Batch;
-use crate::config::Config;
-use crate::embeddings::Embeddings;
-use crate::encoder::Encoder;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::kv_cache::KvCache;
-use crate::layers::{DropoutRng, Linear};
-use crate::pass::Pass;
-use crate::quantization::Quantization;
-use crate::rotary::{RotaryEmbedding, RotaryTables};
+use crate::generation::kv_cache::KvCache;
+use crate::loading::config::Config;
+use crate::model::activation::Activation;
+use crate::model::batching::Batch;
+use crate::model::embeddings::Embeddings;
+use crate::model::encoder::Encoder;
+use crate::model::layers::{DropoutRng, Linear};
+use crate::model::pass::Pass;
+use crate::model::rotary::{RotaryEmbedding, RotaryTables};
+use crate::runtime::engine::Engine;
+use crate::runtime::quantization::Quantization;
 
 /// The inputs of one forward pass, as transformers names them.
 #[derive(Debug, Clone, Copy)]

@@ -15,7 +15,7 @@
 use candle_core::{DType, Tensor};
 
 use crate::error::{Error, Result};
-use crate::kernels::{configured_level, Level};
+use crate::runtime::kernels::{configured_level, Level};
 
 /// The engine of one model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

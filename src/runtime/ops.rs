@@ -76,7 +76,7 @@ impl candle_core::CustomOp1 for FastGeluErf {
         };
         let mut out = data[start..end].to_vec();
         let width = out.len();
-        crate::kernels::linear::apply(&mut out, width, crate::activation::Activation::Gelu);
+        crate::runtime::kernels::linear::apply(&mut out, width, crate::model::activation::Activation::Gelu);
         Ok((candle_core::CpuStorage::F32(out), layout.shape().clone()))
     }
 }

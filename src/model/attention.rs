@@ -4,16 +4,16 @@
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use crate::config::Config;
-use crate::engine::Engine;
-use crate::kernels;
-use crate::kernels::attention::{Rotation, Segments};
-use crate::kernels::Level;
-use crate::kv_cache::LayerCache;
-use crate::layers::{load_weights, Linear, Norm};
-use crate::ops::softmax_last_dim;
-use crate::pass::{Mask, Pass};
-use crate::rotary;
+use crate::generation::kv_cache::LayerCache;
+use crate::loading::config::Config;
+use crate::model::layers::{load_weights, Linear, Norm};
+use crate::model::pass::{Mask, Pass};
+use crate::model::rotary;
+use crate::runtime::engine::Engine;
+use crate::runtime::kernels;
+use crate::runtime::kernels::attention::{Rotation, Segments};
+use crate::runtime::kernels::Level;
+use crate::runtime::ops::softmax_last_dim;
 
 /// The query, key and value projections.
 #[derive(Debug, Clone)]

@@ -476,7 +476,7 @@ impl PackedI8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::{noise, tested_levels};
+    use crate::runtime::kernels::{noise, tested_levels};
 
     /// Shapes that leave partial tiles, partial panels, several depth chunks (k > KC), several
     /// row blocks (m > 224) and single rows or columns.

@@ -9,11 +9,13 @@
 //! causally ([`GenerationMode::Causal`]). A plain causal mask, token type 0 on generated tokens,
 //! or a bidirectional recompute would each give other tokens than the sim checkpoints' own code.
 
+pub(crate) mod kv_cache;
+
 use candle_core::{DType, Tensor};
 
 use crate::error::{Error, Result};
-use crate::heads::RoFormerForCausalLM;
-use crate::layers::SplitMix64;
+use crate::model::heads::RoFormerForCausalLM;
+use crate::model::layers::SplitMix64;
 
 /// Which earlier positions a generated token attends to, and its token type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,7 +356,7 @@ mod tests {
 mod cache_tests {
     use candle_core::{DType, Device, Tensor};
 
-    use crate::heads::RoFormerForCausalLM;
+    use crate::model::heads::RoFormerForCausalLM;
 
     /// The scores after each prefix of `tokens`: with the cache (the source once, then one token
     /// per step), or recomputing the whole sequence each time with the same mask.
@@ -368,7 +370,7 @@ mod cache_tests {
         let src = source.len();
         let sees = move |q: usize, k: usize| k <= q || k < src;
         let types = |n: usize| -> Vec<u32> { (0..n).map(|i| u32::from(i >= src)).collect() };
-        let run = |cache: &crate::kv_cache::KvCache, ids: &[u32], types: &[u32]| {
+        let run = |cache: &crate::generation::kv_cache::KvCache, ids: &[u32], types: &[u32]| {
             let ids = Tensor::new(ids, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
             let types = Tensor::new(types, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
             model

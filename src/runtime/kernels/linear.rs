@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use super::gemm::{PackedF32, PackedI8};
 use super::{math, multiversion, tensor, View};
-use crate::activation::Activation;
+use crate::model::activation::Activation;
 
 /// A weight packed once for a kernel of ours.
 pub(crate) trait PackedWeight {

@@ -195,7 +195,7 @@ pub(crate) fn resolve(model: &Path, revision: Option<&str>, hub: &HubOptions) ->
 
 /// The subfolders a sentence-transformers `modules.json` names (the Transformer's is the root).
 fn module_folders(path: &Path) -> Result<Vec<String>> {
-    let list = crate::tokenizer::read_json_if_exists(path)?.unwrap_or_default();
+    let list = crate::loading::tokenizer::read_json_if_exists(path)?.unwrap_or_default();
     Ok(list
         .as_array()
         .into_iter()
@@ -298,7 +298,7 @@ impl<'a> Repo<'a> {
         for file in WEIGHT_FILES {
             if let Some(weights) = self.fetch(&client, Some(commit), file)? {
                 if file.ends_with(".index.json") {
-                    for shard in crate::checkpoint::shard_files(&weights.path)? {
+                    for shard in crate::loading::checkpoint::shard_files(&weights.path)? {
                         self.fetch(&client, Some(commit), &shard)?.ok_or_else(|| {
                             self.not_found(&shard, &format!("listed in {file} but not found"))
                         })?;
@@ -900,7 +900,7 @@ fn clean(message: &str) -> String {
 }
 
 fn shards_complete(dir: &Path, index: &str) -> bool {
-    crate::checkpoint::shard_files(&dir.join(index))
+    crate::loading::checkpoint::shard_files(&dir.join(index))
         .is_ok_and(|names| names.iter().all(|n| dir.join(n).is_file()))
 }
 

@@ -3,10 +3,10 @@
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
 
-use crate::config::Config;
-use crate::engine::Engine;
-use crate::layers::Norm;
-use crate::pass::Pass;
+use crate::loading::config::Config;
+use crate::model::layers::Norm;
+use crate::model::pass::Pass;
+use crate::runtime::engine::Engine;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Embeddings {

@@ -1,0 +1,8 @@
+//! Everything read from or written to a checkpoint folder: `config` (config.json),
+//! `checkpoint` (the weights), `hub` (a folder fetched by Hugging Face Hub id into the shared
+//! cache) and `tokenizer` (vocab.txt, tokenizer.json and tokenizer_config.json).
+
+pub(crate) mod checkpoint;
+pub(crate) mod config;
+pub(crate) mod hub;
+pub(crate) mod tokenizer;
