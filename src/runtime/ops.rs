@@ -46,41 +46,6 @@ pub(crate) fn rope_interleaved(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Resul
     }
 }
 
-/// The exact (erf) GELU. Candle's CPU kernel computes erf with scalar libm code, which took a
-/// third of a forward pass on small models; f32 inference on the CPU uses a branch-free rational
-/// approximation instead (Eigen's, as vectorised by PyTorch: within 1e-6 of erf).
-pub(crate) fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
-    if xs.track_op() || xs.dtype() != DType::F32 || !xs.device().is_cpu() {
-        return xs.gelu_erf();
-    }
-    xs.contiguous()?.apply_op1_no_bwd(&FastGeluErf)
-}
-
-struct FastGeluErf;
-
-impl candle_core::CustomOp1 for FastGeluErf {
-    fn name(&self) -> &'static str {
-        "fast-gelu-erf"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &candle_core::CpuStorage,
-        layout: &candle_core::Layout,
-    ) -> Result<(candle_core::CpuStorage, candle_core::Shape)> {
-        let candle_core::CpuStorage::F32(data) = storage else {
-            candle_core::bail!("fast-gelu-erf takes f32")
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("fast-gelu-erf takes a contiguous tensor")
-        };
-        let mut out = data[start..end].to_vec();
-        let width = out.len();
-        crate::runtime::kernels::linear::apply(&mut out, width, crate::model::activation::Activation::Gelu);
-        Ok((candle_core::CpuStorage::F32(out), layout.shape().clone()))
-    }
-}
-
 fn upcast(xs: &Tensor) -> Result<Tensor> {
     match xs.dtype() {
         DType::F16 | DType::BF16 => xs.to_dtype(DType::F32),

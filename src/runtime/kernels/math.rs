@@ -1,5 +1,8 @@
 //! Branch-free elementwise math, written so that the compiler vectorises it inside each
-//! multiversioned kernel: every helper is `#[inline(always)]`.
+//! multiversioned kernel: every helper is `#[inline(always)]`. One kernel is here as well, the
+//! in-place exact GELU, because it needs nothing above this file.
+
+use super::multiversion;
 
 /// The sum of `f(v)` over `values` in sixteen lanes, added up at the end: a plain fold keeps
 /// its strict order and does not vectorise.
@@ -130,6 +133,13 @@ pub(crate) fn gelu_tanh(x: f32) -> f32 {
 #[inline(always)]
 pub(crate) fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
+}
+
+multiversion! {
+    /// The exact (erf) GELU of every value, in place: `Activation::Gelu` on f32 CPU tensors.
+    pub(crate) fn gelu_in_place(xs: &mut [f32]) {
+        xs.iter_mut().for_each(|x| *x = gelu(*x))
+    }
 }
 
 #[cfg(test)]
