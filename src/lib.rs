@@ -44,14 +44,15 @@ mod runtime;
 pub mod training;
 
 pub use error::{BoxError, Error, HubErrorKind, Result};
-pub use generation::{GenerationMode, GenerationOptions, Sampling};
+pub use generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
+pub use generation::{GenerationOptions, Sampling};
 pub use loading::checkpoint::{load_dir, Checkpoint, Load};
 pub use loading::config::{Config, NormType, ProblemType, SummaryType};
 pub use loading::hub::{DownloadProgress, HubOptions};
 pub use loading::tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
 pub use model::activation::Activation;
 pub use model::heads::{
-    RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
+    RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
     RoFormerForSequenceClassification, RoFormerForTokenClassification,
 };
 pub use model::roformer::{Inputs, Pooler, RoFormerModel};

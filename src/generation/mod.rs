@@ -9,23 +9,14 @@
 //! causally ([`GenerationMode::Causal`]). A plain causal mask, token type 0 on generated tokens,
 //! or a bidirectional recompute would each give other tokens than the sim checkpoints' own code.
 
+pub(crate) mod causal_lm;
 pub(crate) mod kv_cache;
 
 use candle_core::{DType, Tensor};
 
 use crate::error::{Error, Result};
-use crate::model::heads::RoFormerForCausalLM;
+use crate::generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
 use crate::model::layers::SplitMix64;
-
-/// Which earlier positions a generated token attends to, and its token type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GenerationMode {
-    /// UniLM, as junnyu's sim checkpoints generate: the source is bidirectional, and generated
-    /// tokens (token type 1) see the source and the generated tokens up to themselves.
-    SourceThenTarget,
-    /// Every token sees itself and the tokens before it; all have token type 0.
-    Causal,
-}
 
 /// How the next token is picked from the scores.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -356,7 +347,7 @@ mod tests {
 mod cache_tests {
     use candle_core::{DType, Device, Tensor};
 
-    use crate::model::heads::RoFormerForCausalLM;
+    use crate::generation::causal_lm::RoFormerForCausalLM;
 
     /// The scores after each prefix of `tokens`: with the cache (the source once, then one token
     /// per step), or recomputing the whole sequence each time with the same mask.

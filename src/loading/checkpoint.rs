@@ -40,7 +40,7 @@ impl_load!(
     crate::model::heads::RoFormerForSequenceClassification,
     crate::model::heads::RoFormerForTokenClassification,
     crate::model::heads::RoFormerForMaskedLM,
-    crate::model::heads::RoFormerForCausalLM,
+    crate::generation::causal_lm::RoFormerForCausalLM,
     crate::model::heads::RoFormerForQuestionAnswering,
     crate::model::heads::RoFormerForMultipleChoice,
 );

@@ -4,7 +4,6 @@ use candle_core::{Module, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
-use crate::generation::GenerationMode;
 use crate::loading::config::{Config, NormType, SummaryType};
 use crate::model::activation::Activation;
 use crate::model::batching::Batch;
@@ -122,7 +121,7 @@ impl RoFormerForTokenClassification {
 /// `cls.predictions`: transform (dense, activation, norm) then the decoder onto the vocabulary.
 /// RoFormer v2 has the decoder alone, without bias.
 #[derive(Debug, Clone)]
-struct MaskedLmHead {
+pub(crate) struct MaskedLmHead {
     transform: Option<(Linear, Activation, Norm)>,
     decoder: Linear,
 }
@@ -213,55 +212,10 @@ impl RoFormerForMaskedLM {
     pub(crate) fn run(&self, batch: &Batch) -> Result<Tensor> {
         Ok(self.cls.forward(&self.roformer.run(batch, false, None, None)?)?)
     }
-}
 
-/// Causal language modelling (`RoFormerForCausalLM`): the masked-LM head under a causal mask.
-#[derive(Debug)]
-pub struct RoFormerForCausalLM {
-    roformer: RoFormerModel,
-    cls: MaskedLmHead,
-    mode: GenerationMode,
-}
-
-impl RoFormerForCausalLM {
-    /// Builds the model from the weights under `vb`, a checkpoint's root.
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        let RoFormerForMaskedLM { roformer, cls } = RoFormerForMaskedLM::load(vb, config)?;
-        // junnyu's sim checkpoints are the causal-LM checkpoints that carry a pooler, and they
-        // were trained to generate as UniLM does.
-        let mode = if roformer.pooler().is_some() {
-            GenerationMode::SourceThenTarget
-        } else {
-            GenerationMode::Causal
-        };
-        Ok(Self { roformer, cls, mode })
-    }
-
-    /// How [`RoFormerForCausalLM::generate`] lays out source and generated tokens unless told
-    /// otherwise: source-then-target (UniLM) for checkpoints with junnyu's pooler (the sim
-    /// checkpoints), causal for the others.
-    pub fn generation_mode(&self) -> GenerationMode {
-        self.mode
-    }
-
-    /// Vocabulary scores (.., vocab_size) of hidden states (.., hidden).
-    pub(crate) fn lm_head(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        self.cls.forward(hidden)
-    }
-
-    /// The encoder under the head.
-    pub fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
-    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-        self.roformer.quantize(quantization)
-    }
-
-    /// Next-token scores, (batch, seq, vocab_size).
-    pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        Ok(self.cls.forward(&self.roformer.run(&self.roformer.batch(inputs)?, true, None, None)?)?)
+    /// The encoder and the head, for the causal LM, which has the same weights.
+    pub(crate) fn into_parts(self) -> (RoFormerModel, MaskedLmHead) {
+        (self.roformer, self.cls)
     }
 }
 
@@ -393,12 +347,13 @@ macro_rules! impl_quantize {
     )*};
 }
 
+// `RoFormerForCausalLM` gets its impl in generation/causal_lm.rs, with the type.
 impl_quantize!(
     RoFormerModel,
     RoFormerForSequenceClassification,
     RoFormerForTokenClassification,
     RoFormerForMaskedLM,
-    RoFormerForCausalLM,
     RoFormerForQuestionAnswering,
     RoFormerForMultipleChoice,
 );
+pub(crate) use impl_quantize;

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use super::{cosine_similarity, Pipeline, PipelineOptions, SentenceEncoder};
 use crate::error::{Error, Result};
+use crate::generation::causal_lm::RoFormerForCausalLM;
 use crate::generation::GenerationOptions;
 use crate::loading::tokenizer::{is_cjk, Tokenizer};
-use crate::model::heads::RoFormerForCausalLM;
 
 /// One generated sentence.
 #[derive(Debug, Clone, PartialEq)]
