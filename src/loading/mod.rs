@@ -5,4 +5,5 @@
 pub(crate) mod checkpoint;
 pub(crate) mod config;
 pub(crate) mod hub;
+pub(crate) mod json;
 pub(crate) mod tokenizer;

@@ -7,7 +7,8 @@ use serde_json::Value;
 use super::{PipelineOptions, TextClassifier};
 use crate::error::{Error, Result};
 use crate::loading::config::Config;
-use crate::loading::tokenizer::{read_json_if_exists, Tokenizer};
+use crate::loading::json::read_json_if_exists;
+use crate::loading::tokenizer::Tokenizer;
 
 /// A cross-encoder: a sequence-classification checkpoint with one label, scoring how well a text
 /// answers a query. Pairs are encoded query first, as sentence-transformers' `CrossEncoder`

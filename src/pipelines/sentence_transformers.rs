@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;
-use crate::loading::tokenizer::read_json_if_exists;
+use crate::loading::json::read_json_if_exists;
 use crate::model::activation::Activation;
 use crate::model::layers::Linear;
 use crate::runtime::engine::Engine;

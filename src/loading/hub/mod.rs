@@ -195,7 +195,7 @@ pub(crate) fn resolve(model: &Path, revision: Option<&str>, hub: &HubOptions) ->
 
 /// The subfolders a sentence-transformers `modules.json` names (the Transformer's is the root).
 fn module_folders(path: &Path) -> Result<Vec<String>> {
-    let list = crate::loading::tokenizer::read_json_if_exists(path)?.unwrap_or_default();
+    let list = crate::loading::json::read_json_if_exists(path)?.unwrap_or_default();
     Ok(list
         .as_array()
         .into_iter()

@@ -27,6 +27,7 @@ use tokenizers::{
 };
 
 use crate::error::{Error, Result};
+use crate::loading::json::read_json_if_exists;
 
 /// Which tokenizer a checkpoint uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -748,19 +749,6 @@ fn read_vocab(path: &Path) -> Result<Vocab> {
 fn looks_word_level(vocab: &Vocab) -> bool {
     let words = vocab.ids.keys().filter(|t| t.chars().filter(|&c| is_cjk(c)).count() >= 2).count();
     words >= 1000
-}
-
-/// A JSON file of the folder, `None` when absent; a malformed one is an error naming it.
-pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<Value>> {
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| Error::Config {
-        path: Some(PathBuf::from(path)),
-        field: String::new(),
-        message: e.to_string(),
-    })
 }
 
 /// Special tokens are strings or `{"content": ...}` objects in tokenizer_config.json.

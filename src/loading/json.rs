@@ -1,0 +1,21 @@
+//! JSON files of a checkpoint folder that may be absent: tokenizer_config.json, modules.json,
+//! a sentence-transformers module's config.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// A JSON file of the folder, `None` when absent; a malformed one is an error naming it.
+pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<Value>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| Error::Config {
+        path: Some(PathBuf::from(path)),
+        field: String::new(),
+        message: e.to_string(),
+    })
+}
