@@ -27,6 +27,7 @@ pub use crate::loading::tokenizer::train_wordpiece;
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;
 use crate::loading::config::{Config, ProblemType};
+use crate::loading::layout::SAFETENSORS;
 use crate::loading::tokenizer::{Encoded, Tokenizer};
 use crate::model::batching::{run_by_length, Batch};
 use crate::model::heads::RoFormerForSequenceClassification;
@@ -409,7 +410,7 @@ impl Trainer {
         config.extra.insert("model_type".into(), "roformer".into());
         let path = dir.join("config.json");
         std::fs::write(&path, config.to_json()).map_err(|e| Error::io(&path, e))?;
-        let weights = dir.join("model.safetensors");
+        let weights = dir.join(SAFETENSORS);
         self.varmap.save(&weights).map_err(|e| Error::Checkpoint {
             path: weights.clone(),
             message: "cannot write the weights".into(),

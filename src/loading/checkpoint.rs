@@ -13,6 +13,7 @@ use candle_nn::{Init, VarBuilder};
 
 use crate::error::{Error, Result};
 use crate::loading::config::Config;
+use crate::loading::layout::{is_shard_index, shard_files, WEIGHT_FILES};
 
 /// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
 /// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
@@ -79,17 +80,11 @@ impl Checkpoint {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         if path.is_dir() {
-            let candidates = [
-                "model.safetensors",
-                "model.safetensors.index.json",
-                "pytorch_model.bin",
-                "pytorch_model.bin.index.json",
-            ];
-            match candidates.iter().map(|c| path.join(c)).find(|p| p.is_file()) {
+            match WEIGHT_FILES.iter().map(|c| path.join(c)).find(|p| p.is_file()) {
                 Some(file) => Self::open_file(&file),
                 None => Err(Error::Checkpoint {
                     path: path.to_path_buf(),
-                    message: format!("no weights found (looked for {})", candidates.join(", ")),
+                    message: format!("no weights found (looked for {})", WEIGHT_FILES.join(", ")),
                     source: None,
                 }),
             }
@@ -100,8 +95,7 @@ impl Checkpoint {
 
     fn open_file(path: &Path) -> Result<Self> {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let shards =
-            if name.ends_with(".index.json") { read_shard_index(path)? } else { vec![path.to_path_buf()] };
+        let shards = if is_shard_index(name) { read_shard_index(path)? } else { vec![path.to_path_buf()] };
         let mut files = Vec::with_capacity(shards.len());
         let mut names = HashMap::new();
         for (i, shard) in shards.into_iter().enumerate() {
@@ -215,31 +209,6 @@ pub fn load_dir<M: Load>(dir: impl AsRef<Path>, dtype: DType, device: &Device) -
 fn read_shard_index(path: &Path) -> Result<Vec<PathBuf>> {
     let dir = path.parent().unwrap_or(Path::new("."));
     Ok(shard_files(path)?.into_iter().map(|f| dir.join(f)).collect())
-}
-
-/// The shard file names a `*.index.json` lists in its `weight_map`, sorted, each once.
-pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message, source: None };
-    let index: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("malformed shard index: {e}")))?;
-    let map = index
-        .get("weight_map")
-        .and_then(|m| m.as_object())
-        .ok_or_else(|| bad("shard index has no `weight_map` object".into()))?;
-    let mut shards = BTreeSet::new();
-    for (tensor, file) in map {
-        let file =
-            file.as_str().ok_or_else(|| bad(format!("weight_map entry `{tensor}` is not a file name")))?;
-        // Shards must stay inside the checkpoint folder, whoever wrote the index.
-        crate::loading::hub::validate_relative(file)
-            .map_err(|m| bad(format!("weight_map entry `{tensor}` names a shard outside the folder: {m}")))?;
-        shards.insert(file.to_string());
-    }
-    if shards.is_empty() {
-        return Err(bad("shard index lists no files".into()));
-    }
-    Ok(shards.into_iter().collect())
 }
 
 fn open_weight_file(path: &Path) -> Result<WeightFile> {

@@ -6,4 +6,5 @@ pub(crate) mod checkpoint;
 pub(crate) mod config;
 pub(crate) mod hub;
 pub(crate) mod json;
+pub(crate) mod layout;
 pub(crate) mod tokenizer;

@@ -21,6 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{BoxError, Error, HubErrorKind, Result};
+use crate::loading::layout::{
+    is_shard_index, shard_files, validate_component, validate_relative, PYTORCH, PYTORCH_INDEX, SAFETENSORS,
+    SAFETENSORS_INDEX, WEIGHT_FILES,
+};
 
 /// How far a download has come, as [`HubOptions::with_progress`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,14 +135,6 @@ impl HubOptions {
     }
 }
 
-/// Weight files, in order of preference; an `.index.json` brings its shards.
-const WEIGHT_FILES: [&str; 4] = [
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-];
-
 /// Tokenizer and config files fetched when the repo has them, sentence-transformers' included.
 const OPTIONAL_FILES: [&str; 7] = [
     "tokenizer_config.json",
@@ -152,7 +148,7 @@ const OPTIONAL_FILES: [&str; 7] = [
 
 /// The files of a sentence-transformers module in its subfolder (a Pooling's config, a Dense's
 /// config and weights), fetched when the repo has them.
-const MODULE_FILES: [&str; 3] = ["config.json", "model.safetensors", "pytorch_model.bin"];
+const MODULE_FILES: [&str; 3] = ["config.json", SAFETENSORS, PYTORCH];
 
 /// Tries per request: a 5xx, a 429 or a broken connection is retried after 0.5 s, 1 s, 2 s.
 const ATTEMPTS: u32 = 4;
@@ -278,10 +274,10 @@ impl<'a> Repo<'a> {
     fn complete_snapshot(&self) -> Option<PathBuf> {
         let dir = self.folder.join("snapshots").join(self.cached_commit()?);
         let has = |f: &str| dir.join(f).is_file();
-        let has_weights = has("model.safetensors")
-            || has("pytorch_model.bin")
-            || shards_complete(&dir, "model.safetensors.index.json")
-            || shards_complete(&dir, "pytorch_model.bin.index.json");
+        let has_weights = has(SAFETENSORS)
+            || has(PYTORCH)
+            || shards_complete(&dir, SAFETENSORS_INDEX)
+            || shards_complete(&dir, PYTORCH_INDEX);
         let has_vocab = has("vocab.txt") || has("tokenizer.json");
         (has("config.json") && has_weights && has_vocab).then_some(dir)
     }
@@ -297,8 +293,8 @@ impl<'a> Repo<'a> {
         let mut found_weights = false;
         for file in WEIGHT_FILES {
             if let Some(weights) = self.fetch(&client, Some(commit), file)? {
-                if file.ends_with(".index.json") {
-                    for shard in crate::loading::checkpoint::shard_files(&weights.path)? {
+                if is_shard_index(file) {
+                    for shard in shard_files(&weights.path)? {
                         self.fetch(&client, Some(commit), &shard)?.ok_or_else(|| {
                             self.not_found(&shard, &format!("listed in {file} but not found"))
                         })?;
@@ -310,7 +306,7 @@ impl<'a> Repo<'a> {
         }
         if !found_weights {
             return Err(self.error(
-                "model.safetensors",
+                SAFETENSORS,
                 HubErrorKind::EntryNotFound,
                 Some(404),
                 "no model.safetensors, shard index, pytorch_model.bin or its index in this revision \
@@ -900,8 +896,7 @@ fn clean(message: &str) -> String {
 }
 
 fn shards_complete(dir: &Path, index: &str) -> bool {
-    crate::loading::checkpoint::shard_files(&dir.join(index))
-        .is_ok_and(|names| names.iter().all(|n| dir.join(n).is_file()))
+    shard_files(&dir.join(index)).is_ok_and(|names| names.iter().all(|n| dir.join(n).is_file()))
 }
 
 fn is_commit_hash(s: &str) -> bool {
@@ -927,29 +922,6 @@ fn validate_repo_id(id: &str) -> std::result::Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// A relative path of checked components, which cannot leave the folder it is joined to.
-pub(crate) fn validate_relative(path: &str) -> std::result::Result<(), String> {
-    if path.is_empty() || path.len() > 255 {
-        return Err(format!("`{path}` is empty or too long"));
-    }
-    path.split('/').try_for_each(validate_component).map_err(|m| format!("`{path}`: {m}"))
-}
-
-/// One path component: letters, digits, `.`, `_`, `-`, not starting with `.`, and not ending in
-/// `.incomplete` or `.lock` (the cache's own names).
-fn validate_component(part: &str) -> std::result::Result<(), String> {
-    let ok = !part.is_empty()
-        && part.len() <= 128
-        && !part.starts_with('.')
-        && !part.ends_with(".incomplete")
-        && part.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("`{part}` is not a plain name (letters, digits, `.`, `_`, `-`, not starting with `.`)"))
-    }
 }
 
 #[cfg(test)]
