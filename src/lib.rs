@@ -48,7 +48,7 @@ pub use generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
 pub use generation::{GenerationOptions, Sampling};
 pub use loading::checkpoint::{load_dir, Checkpoint, Load};
 pub use loading::config::{Config, NormType, ProblemType, SummaryType};
-pub use loading::hub::{DownloadProgress, HubOptions};
+pub use loading::hub::options::{DownloadProgress, HubOptions};
 pub use loading::tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
 pub use model::activation::Activation;
 pub use model::heads::{

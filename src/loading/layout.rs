@@ -49,6 +49,27 @@ pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
     Ok(shards.into_iter().collect())
 }
 
+/// `org/name` or `name`: letters, digits, `.`, `_`, `-`; no `..` or `--`; at most 96 per part.
+pub(crate) fn validate_repo_id(id: &str) -> std::result::Result<(), String> {
+    let parts: Vec<&str> = id.split('/').collect();
+    if parts.len() > 2 {
+        return Err(format!("invalid repo id `{id}`: at most one `/`"));
+    }
+    for part in parts {
+        let ok = !part.is_empty()
+            && part.len() <= 96
+            && part.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            && !part.starts_with(['.', '-'])
+            && !part.ends_with(['.', '-'])
+            && !part.contains("..")
+            && !part.contains("--");
+        if !ok {
+            return Err(format!("invalid repo id `{id}`"));
+        }
+    }
+    Ok(())
+}
+
 /// A relative path of checked components, which cannot leave the folder it is joined to.
 pub(crate) fn validate_relative(path: &str) -> std::result::Result<(), String> {
     if path.is_empty() || path.len() > 255 {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use candle_core::{DType, Device};
 
-use crate::loading::hub::HubOptions;
+use crate::loading::hub::options::HubOptions;
 use crate::model::rope_scaling::RopeScaling;
 use crate::pipelines::Pooling;
 use crate::runtime::quantization::Quantization;
