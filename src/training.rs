@@ -22,7 +22,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 
-pub use crate::loading::tokenizer::train_wordpiece;
+pub use crate::loading::tokenizer::wordpiece::train_wordpiece;
 
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;

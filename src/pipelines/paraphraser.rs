@@ -8,7 +8,8 @@ use super::{cosine_similarity, Pipeline, PipelineOptions, SentenceEncoder};
 use crate::error::{Error, Result};
 use crate::generation::causal_lm::RoFormerForCausalLM;
 use crate::generation::GenerationOptions;
-use crate::loading::tokenizer::{is_cjk, Tokenizer};
+use crate::loading::tokenizer::jieba::is_cjk;
+use crate::loading::tokenizer::Tokenizer;
 
 /// One generated sentence.
 #[derive(Debug, Clone, PartialEq)]
