@@ -21,16 +21,27 @@
 //! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
 //!   and a `VarBuilder`, or loaded with [`load_dir`] / [`Checkpoint`] (safetensors, shards,
 //!   `pytorch_model.bin`), run on [`Inputs`]; [`RoFormerForCausalLM::generate`] with
-//!   [`GenerationOptions`] (`generation`, over the `kv_cache`);
+//!   [`GenerationOptions`];
 //! - [`Tokenizer`]: the ids transformers gives, jieba included for the word-level Chinese vocab;
 //! - [`training`]: fine-tuning a sequence classifier on Candle's autograd;
 //! - [`Error`] / [`Result`]: every failure names the file, tensor, field or line at fault.
 //!
-//! Inside, one file per component: `embeddings`, `attention` (with `rotary`), `encoder`,
-//! `model`, `heads`, built from `layers` and `ops`; `checkpoint` and `hub` load them. `engine`
-//! decides once per model whether the fused CPU kernels of `kernels` (one GEMM driver, a
-//! microkernel per SIMD level) or Candle's ops compute it, and `pass` carries that engine's mask
-//! through a forward pass.
+//! Inside, one folder per layer:
+//! - `pipelines/`: one file per task, over the shared `Pipeline` of `pipelines/mod.rs` (load,
+//!   tokenize, batch, run);
+//! - `generation/`: `causal_lm` ([`RoFormerForCausalLM`], [`GenerationMode`]), `generate` and its
+//!   sampling in `mod.rs`, and the `kv_cache` a decoding step reads;
+//! - `model/`: the network, one small type per component: `embeddings`, `attention` (with
+//!   `rotary` and `rope_scaling`), `encoder`, `roformer` ([`RoFormerModel`], the pooler) and the
+//!   task `heads`, built from `layers` and `activation`; `batching` packs tokenized texts and
+//!   `pass` carries the engine's mask through a forward pass;
+//! - `loading/`: `config`, `checkpoint` (the weights), `layout` (weight-file names, the shard
+//!   index, the names a folder may hold), `json`, `hub/` (`options`, the `cache` layout, `http`)
+//!   and `tokenizer/` (the encode API, `folder` load and save, `jieba`, `wordpiece`);
+//! - `runtime/`: `engine` decides once per model whether the fused CPU `kernels/` (one GEMM
+//!   driver, a microkernel per SIMD level) or Candle's `ops` compute it; `quantization` is the
+//!   int8 option;
+//! - `training` and `error` stay at the top.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
