@@ -16,7 +16,7 @@ pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// Relative redirects (renamed repos) followed per request.
 const MAX_REDIRECTS: usize = 10;
 /// Bytes between two progress reports.
-pub(super) const PROGRESS_STEP: u64 = 1 << 20;
+const PROGRESS_STEP: u64 = 1 << 20;
 
 /// Why a request gave no usable answer, before it is named for a repo and file.
 #[derive(Debug)]
