@@ -22,70 +22,62 @@
 //! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
 //!   and a `VarBuilder`, or loaded with [`load_dir`] / [`Checkpoint`] (safetensors, shards,
 //!   `pytorch_model.bin`), run on [`Inputs`]; [`RoFormerForCausalLM::generate`] with
-//!   [`GenerationOptions`] (`generation`, over the `kv_cache`);
+//!   [`GenerationOptions`];
 //! - [`Tokenizer`]: the ids transformers gives, jieba included for the word-level Chinese vocab;
 //! - [`training`]: fine-tuning a sequence classifier on Candle's autograd;
 //! - [`Error`] / [`Result`]: every failure names the file, tensor, field or line at fault.
 //!
-//! Inside, one file per component: `embeddings`, `attention` (with `rotary`), `encoder`,
-//! `model`, `heads`, built from `layers` and `ops`; `checkpoint` and `hub` load them. `engine`
-//! decides once per model whether the fused CPU kernels of `kernels` (one GEMM driver, a
-//! microkernel per SIMD level) or Candle's ops compute it, and `pass` carries that engine's mask
-//! through a forward pass.
+//! Inside, one folder per layer:
+//! - `pipelines/`: one file per task, over the shared `Pipeline` of `pipelines/mod.rs` (load,
+//!   tokenize, batch, run);
+//! - `generation/`: `causal_lm` ([`RoFormerForCausalLM`], [`GenerationMode`]), `generate` and its
+//!   sampling in `mod.rs`, and the `kv_cache` a decoding step reads;
+//! - `model/`: the network, one small type per component: `embeddings`, `attention` (with
+//!   `rotary` and `rope_scaling`), `encoder`, `roformer` ([`RoFormerModel`], the pooler) and the
+//!   task `heads`, built from `layers` and `activation`; `batching` packs tokenized texts and
+//!   `pass` carries the engine's mask through a forward pass;
+//! - `loading/`: `config`, `checkpoint` (the weights), `layout` (weight-file names, the shard
+//!   index, the names a folder may hold), `json`, `hub/` (`options`, the `cache` layout, `http`)
+//!   and `tokenizer/` (the encode API, `folder` load and save, `jieba`, `wordpiece`);
+//! - `runtime/`: `engine` decides once per model whether the fused CPU `kernels/` (one GEMM
+//!   driver, a microkernel per SIMD level) or Candle's `ops` compute it; `quantization` is the
+//!   int8 option;
+//! - `training` and `error` stay at the top.
 
 #![warn(missing_docs)]
 // docs.rs marks the items that need a feature (`bundled-sst2`), from package.metadata.docs.rs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod activation;
-mod attention;
-mod batching;
-#[cfg(feature = "bundled-sst2")]
-mod bundled;
-mod checkpoint;
-mod config;
-mod embeddings;
-mod encoder;
-mod engine;
 mod error;
 mod generation;
-mod heads;
-mod hub;
-mod kernels;
-mod kv_cache;
-mod layers;
+mod loading;
 mod model;
-mod model_files;
-mod ops;
-mod pass;
 mod pipelines;
-mod quantization;
-mod rope_scaling;
-mod rotary;
-mod tokenizer;
+mod runtime;
 pub mod training;
 
-pub use activation::Activation;
-pub use checkpoint::{load_dir, Checkpoint, Load};
-pub use config::{Config, NormType, ProblemType, SummaryType};
 pub use error::{BoxError, Error, HubErrorKind, Result};
-pub use generation::{GenerationMode, GenerationOptions, Sampling};
-pub use heads::{
-    RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
+pub use generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
+pub use generation::{GenerationOptions, Sampling};
+pub use loading::checkpoint::{load_dir, Checkpoint, Load};
+pub use loading::config::{Config, NormType, ProblemType, SummaryType};
+pub use loading::hub::options::{DownloadProgress, HubOptions};
+pub use loading::model_files::ModelFiles;
+pub use loading::tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
+pub use model::activation::Activation;
+pub use model::heads::{
+    RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
     RoFormerForSequenceClassification, RoFormerForTokenClassification,
 };
-pub use hub::{DownloadProgress, HubOptions};
-pub use model::{Inputs, Pooler, RoFormerModel};
-pub use model_files::ModelFiles;
+pub use model::roformer::{Inputs, Pooler, RoFormerModel};
+pub use model::rope_scaling::{RopeScaling, Yarn};
 pub use pipelines::{
     cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate,
-    Paraphrase, Paraphraser, PipelineOptions, Pooling, QuestionAnswerer, QuestionAnswererOptions, Ranked,
-    Reranker, SentenceEncoder, TextClassifier, TokenClassifier, TokenClassifierOptions,
+    Paraphrase, Paraphraser, PipelineOptions, Pooling, Prompt, QuestionAnswerer, QuestionAnswererOptions,
+    Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier, TokenClassifierOptions,
 };
-pub use quantization::Quantization;
-pub use rope_scaling::{RopeScaling, Yarn};
-pub use tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
+pub use runtime::quantization::Quantization;
 
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.
 #[cfg(doctest)]

@@ -22,15 +22,16 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 
-pub use crate::tokenizer::train_wordpiece;
+pub use crate::loading::tokenizer::wordpiece::train_wordpiece;
 
-use crate::batching::{run_by_length, Batch};
-use crate::checkpoint::Checkpoint;
-use crate::config::{Config, ProblemType};
 use crate::error::{Error, Result};
-use crate::heads::RoFormerForSequenceClassification;
-use crate::layers::{DropoutRng, SplitMix64};
-use crate::tokenizer::{Encoded, Tokenizer};
+use crate::loading::checkpoint::Checkpoint;
+use crate::loading::config::{Config, ProblemType};
+use crate::loading::layout::SAFETENSORS;
+use crate::loading::tokenizer::{Encoded, Tokenizer};
+use crate::model::batching::{run_by_length, Batch};
+use crate::model::heads::RoFormerForSequenceClassification;
+use crate::model::layers::{DropoutRng, SplitMix64};
 
 /// The target of one example.
 #[derive(Debug, Clone, PartialEq)]
@@ -409,7 +410,7 @@ impl Trainer {
         config.extra.insert("model_type".into(), "roformer".into());
         let path = dir.join("config.json");
         std::fs::write(&path, config.to_json()).map_err(|e| Error::io(&path, e))?;
-        let weights = dir.join("model.safetensors");
+        let weights = dir.join(SAFETENSORS);
         self.varmap.save(&weights).map_err(|e| Error::Checkpoint {
             path: weights.clone(),
             message: "cannot write the weights".into(),

@@ -67,6 +67,7 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The pipeline options these flags say, with the Hub settings of [`hub_options`].
     pub fn options(&self) -> Result<PipelineOptions> {
         let mut options = PipelineOptions::default()
             .with_hub(hub_options())

@@ -5,10 +5,10 @@ use std::path::Path;
 use candle_core::DType;
 
 use super::{Pipeline, PipelineOptions};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::heads::RoFormerForMaskedLM;
-use crate::tokenizer::Tokenizer;
+use crate::loading::config::Config;
+use crate::loading::tokenizer::Tokenizer;
+use crate::model::heads::RoFormerForMaskedLM;
 
 /// One candidate for a `[MASK]`.
 #[derive(Debug, Clone, PartialEq)]

@@ -20,17 +20,17 @@ pub use options::PipelineOptions;
 pub use paraphraser::{Paraphrase, Paraphraser};
 pub use question_answerer::{Answer, QuestionAnswerer, QuestionAnswererOptions};
 pub use reranker::{Ranked, Reranker};
-pub use sentence_encoder::{cosine_similarity, Pooling, SentenceEncoder};
+pub use sentence_encoder::{cosine_similarity, Pooling, Prompt, SentenceEncoder};
 pub use text_classifier::{Classification, TextClassifier};
 pub use token_classifier::{AggregationStrategy, Entity, TokenClassifier, TokenClassifierOptions};
 
-use crate::batching::{run_by_length, Batch};
-use crate::checkpoint::{Checkpoint, Load};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model_files::ModelFiles;
-use crate::quantization::Quantize;
-use crate::tokenizer::{Encoded, Tokenizer, Truncation};
+use crate::loading::checkpoint::{Checkpoint, Load};
+use crate::loading::config::Config;
+use crate::loading::model_files::ModelFiles;
+use crate::loading::tokenizer::{Encoded, Tokenizer, Truncation};
+use crate::model::batching::{run_by_length, Batch};
+use crate::runtime::quantization::Quantize;
 
 /// Model, tokenizer and config of one checkpoint, with the thread pool its work runs on.
 #[derive(Debug)]

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use candle_core::{DType, Device};
 
-use crate::hub::HubOptions;
+use crate::loading::hub::options::HubOptions;
+use crate::model::rope_scaling::RopeScaling;
 use crate::pipelines::Pooling;
-use crate::quantization::Quantization;
-use crate::rope_scaling::RopeScaling;
+use crate::runtime::quantization::Quantization;
 
 /// Where and how a pipeline runs. Start from `PipelineOptions::default()` and chain `with_*`:
 ///

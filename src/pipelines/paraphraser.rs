@@ -6,9 +6,10 @@ use std::path::Path;
 
 use super::{cosine_similarity, Pipeline, PipelineOptions, SentenceEncoder};
 use crate::error::{Error, Result};
+use crate::generation::causal_lm::RoFormerForCausalLM;
 use crate::generation::GenerationOptions;
-use crate::heads::RoFormerForCausalLM;
-use crate::tokenizer::{is_cjk, Tokenizer};
+use crate::loading::tokenizer::jieba::is_cjk;
+use crate::loading::tokenizer::Tokenizer;
 
 /// One generated sentence.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,10 +6,10 @@ use candle_core::DType;
 use tokenizers::Encoding;
 
 use super::{Pipeline, PipelineOptions};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::heads::RoFormerForQuestionAnswering;
-use crate::tokenizer::{Encoded, Tokenizer};
+use crate::loading::config::Config;
+use crate::loading::tokenizer::{Encoded, Tokenizer};
+use crate::model::heads::RoFormerForQuestionAnswering;
 
 /// What [`QuestionAnswerer::answer_with`] returns, with transformers' defaults. Start from
 /// `default()` and chain `with_*`:

@@ -5,10 +5,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{PipelineOptions, TextClassifier};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model_files::ModelFiles;
-use crate::tokenizer::Tokenizer;
+use crate::loading::config::Config;
+use crate::loading::model_files::ModelFiles;
+use crate::loading::tokenizer::Tokenizer;
 
 /// A cross-encoder: a sequence-classification checkpoint with one label, scoring how well a text
 /// answers a query. Pairs are encoded query first, as sentence-transformers' `CrossEncoder`

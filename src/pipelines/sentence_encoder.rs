@@ -1,16 +1,17 @@
 //! Sentence embeddings, in the spirit of sentence-transformers' `encode`.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Tensor};
 
 use super::sentence_transformers::{self as st, Module, Normalize, SentenceTransformers};
 use super::{Pipeline, PipelineOptions, TextClassifier};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model::RoFormerModel;
-use crate::model_files::ModelFiles;
-use crate::tokenizer::{Encoded, Tokenizer, Truncation};
+use crate::loading::config::Config;
+use crate::loading::model_files::ModelFiles;
+use crate::loading::tokenizer::{Encoded, Tokenizer, Truncation};
+use crate::model::roformer::RoFormerModel;
 
 /// How a sentence encoder turns token states into one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,10 +74,42 @@ pub struct SentenceEncoder {
     prompt: String,
     /// Tokens of the prompt, `[CLS]` included: what a pooling without the prompt leaves out.
     prompt_tokens: usize,
+    /// A sentence-transformers folder's prompts by name, with the config_sentence_transformers.json
+    /// they came from; `None` for a folder without `modules.json`.
+    prompts: Option<(BTreeMap<String, String>, PathBuf)>,
     /// Embeddings are cut to this length, when shorter than they are.
     truncate_dim: Option<usize>,
     /// Whether embeddings are scaled to unit length after the cut.
     normalize_last: bool,
+}
+
+/// What [`SentenceEncoder::encode_with`] puts before each text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Prompt<'a> {
+    /// The prompt the encoder was loaded with: [`PipelineOptions::with_prompt`] or
+    /// [`PipelineOptions::with_prompt_name`], else the folder's `default_prompt_name`, else none.
+    Default,
+    /// No prompt.
+    None,
+    /// The prompt of this name in the folder's config_sentence_transformers.json.
+    Named(&'a str),
+    /// This text.
+    Text(&'a str),
+}
+
+/// Tokens of a prompt, `[CLS]` included, as sentence-transformers measures them (the prompt alone,
+/// less its closing `[SEP]`): what a pooling without the prompt leaves out.
+fn prompt_tokens(tokenizer: &Tokenizer, prompt: &str) -> Result<usize> {
+    Ok(if prompt.is_empty() { 0 } else { tokenizer.encode(prompt)?.len().saturating_sub(1) })
+}
+
+/// A prompt name asked of a checkpoint that is no sentence-transformers folder.
+fn no_prompts<M>(pipeline: &Pipeline<M>, name: &str) -> Error {
+    Error::Input(format!(
+        "unknown prompt name `{name}`: {} has no config_sentence_transformers.json with prompts",
+        pipeline.files.root().display()
+    ))
 }
 
 /// The pooling of a plain checkpoint, or of a sentence-transformers folder.
@@ -130,7 +163,7 @@ impl SentenceEncoder {
     ) -> Result<Self> {
         let options = &pipeline.options;
         let hidden_size = pipeline.config.hidden_size;
-        let (pooling, mut modules, prompt, dim, folder_truncate_dim) = match folder {
+        let (pooling, mut modules, prompt, dim, folder_truncate_dim, prompts) = match folder {
             Some(folder) => {
                 if options.pooling.is_some() {
                     return Err(Error::Input(format!(
@@ -141,14 +174,19 @@ impl SentenceEncoder {
                 }
                 let prompt = folder.prompt(options.prompt.as_deref(), options.prompt_name.as_deref())?;
                 let dim = folder.dim(hidden_size);
-                (Pool::SentenceTransformers(folder.pooling), folder.modules, prompt, dim, folder.truncate_dim)
+                let prompts = Some((folder.prompts, folder.config_path));
+                (
+                    Pool::SentenceTransformers(folder.pooling),
+                    folder.modules,
+                    prompt,
+                    dim,
+                    folder.truncate_dim,
+                    prompts,
+                )
             }
             None => {
                 if let Some(name) = &options.prompt_name {
-                    return Err(Error::Input(format!(
-                        "unknown prompt name `{name}`: {} has no config_sentence_transformers.json with prompts",
-                        pipeline.files.root().display()
-                    )));
+                    return Err(no_prompts(&pipeline, name));
                 }
                 let has_pooler = pipeline.model.pooler().is_some();
                 let pooling =
@@ -164,7 +202,7 @@ impl SentenceEncoder {
                 } else {
                     vec![]
                 };
-                (Pool::Plain(pooling), modules, options.prompt.clone(), hidden_size, None)
+                (Pool::Plain(pooling), modules, options.prompt.clone(), hidden_size, None, None)
             }
         };
         if options.normalize == Some(false) {
@@ -181,26 +219,59 @@ impl SentenceEncoder {
             _ => None,
         };
         let prompt = prompt.unwrap_or_default();
-        // As sentence-transformers measures it: the prompt alone, less its closing [SEP].
-        let prompt_tokens =
-            if prompt.is_empty() { 0 } else { pipeline.tokenizer.encode(&prompt)?.len().saturating_sub(1) };
+        let prompt_tokens = prompt_tokens(&pipeline.tokenizer, &prompt)?;
         // Once is enough when nothing comes between the last Normalize and the end.
         let normalized = truncate_dim.is_none() && matches!(modules.last(), Some(Module::Normalize(_)));
         let normalize_last = options.normalize == Some(true) && !normalized;
-        Ok(Self { pipeline, pooling, modules, prompt, prompt_tokens, truncate_dim, normalize_last })
+        Ok(Self { pipeline, pooling, modules, prompt, prompt_tokens, prompts, truncate_dim, normalize_last })
     }
 
-    /// One embedding per text, in input order, each text after the prompt (if any); an empty
-    /// slice gives an empty result.
+    /// One embedding per text, in input order, each text after the prompt the encoder was
+    /// loaded with (if any); an empty slice gives an empty result.
     pub fn encode<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>> {
-        let encodings = if self.prompt.is_empty() {
+        self.encode_with(texts, Prompt::Default)
+    }
+
+    /// One embedding per text, in input order, each text after `prompt`: one encoder (one copy of
+    /// the weights) serves every prompt of a folder. An unknown prompt name is an
+    /// [`Error::Input`] that lists the folder's prompts.
+    ///
+    /// ```no_run
+    /// # fn main() -> roformer::Result<()> {
+    /// use roformer::{Prompt, SentenceEncoder};
+    /// let encoder = SentenceEncoder::from_pretrained("path/to/sentence-transformers-folder")?;
+    /// let queries = encoder.encode_with(&["a good movie"], Prompt::Named("query"))?;
+    /// let documents = encoder.encode_with(&["a great film"], Prompt::Text("passage: "))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn encode_with<S: AsRef<str>>(&self, texts: &[S], prompt: Prompt<'_>) -> Result<Vec<Vec<f32>>> {
+        let named;
+        let (prompt, prompt_tokens) = match prompt {
+            Prompt::Default => (self.prompt.as_str(), self.prompt_tokens),
+            Prompt::None => ("", 0),
+            Prompt::Named(name) => {
+                named = match &self.prompts {
+                    Some((prompts, config_path)) => st::named_prompt(prompts, config_path, name)?,
+                    None => return Err(no_prompts(&self.pipeline, name)),
+                };
+                (named.as_str(), prompt_tokens(&self.pipeline.tokenizer, &named)?)
+            }
+            Prompt::Text(text) => (text, prompt_tokens(&self.pipeline.tokenizer, text)?),
+        };
+        let encodings = if prompt.is_empty() {
             self.pipeline.tokenizer.encode_batch(texts)?
         } else {
-            let prompted: Vec<String> =
-                texts.iter().map(|t| format!("{}{}", self.prompt, t.as_ref())).collect();
+            let prompted: Vec<String> = texts.iter().map(|t| format!("{prompt}{}", t.as_ref())).collect();
             self.pipeline.tokenizer.encode_batch(&prompted)?
         };
-        self.embed(&encodings, self.prompt_tokens)
+        self.embed(&encodings, prompt_tokens)
+    }
+
+    /// The prompt names of a sentence-transformers folder (config_sentence_transformers.json),
+    /// sorted; empty for any other checkpoint.
+    pub fn prompt_names(&self) -> Vec<&str> {
+        self.prompts.iter().flat_map(|(prompts, _)| prompts.keys().map(String::as_str)).collect()
     }
 
     /// One embedding per encoding from [`SentenceEncoder::tokenizer`], in input order, as given:

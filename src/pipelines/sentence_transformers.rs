@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
 
-use crate::activation::Activation;
-use crate::checkpoint::Checkpoint;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::layers::Linear;
-use crate::model_files::ModelFiles;
+use crate::loading::checkpoint::Checkpoint;
+use crate::loading::model_files::ModelFiles;
+use crate::model::activation::Activation;
+use crate::model::layers::Linear;
+use crate::runtime::engine::Engine;
 
 /// What a sentence-transformers folder asks of the sentence encoder.
 #[derive(Debug, Clone)]
@@ -226,13 +226,7 @@ impl SentenceTransformers {
                 "give a prompt or a prompt name, not both (with_prompt, with_prompt_name)".into(),
             )),
             (Some(prompt), None) => Ok(Some(prompt.to_string())),
-            (None, Some(name)) => self.prompts.get(name).cloned().map(Some).ok_or_else(|| {
-                Error::Input(format!(
-                    "unknown prompt name `{name}`: {} has {}",
-                    self.config_path.display(),
-                    names(&self.prompts)
-                ))
-            }),
+            (None, Some(name)) => named_prompt(&self.prompts, &self.config_path, name).map(Some),
             (None, None) => Ok(self.default_prompt_name.as_ref().and_then(|n| self.prompts.get(n)).cloned()),
         }
     }
@@ -241,6 +235,22 @@ impl SentenceTransformers {
     pub fn dim(&self, hidden_size: usize) -> usize {
         self.modules.iter().fold(self.pooling.dim(hidden_size), |dim, m| m.out_dim(dim))
     }
+}
+
+/// The prompt of `prompts` called `name`; `config_path` (config_sentence_transformers.json) is
+/// named when there is none.
+pub(super) fn named_prompt(
+    prompts: &BTreeMap<String, String>,
+    config_path: &Path,
+    name: &str,
+) -> Result<String> {
+    prompts.get(name).cloned().ok_or_else(|| {
+        Error::Input(format!(
+            "unknown prompt name `{name}`: {} has {}",
+            config_path.display(),
+            names(prompts)
+        ))
+    })
 }
 
 fn names(prompts: &BTreeMap<String, String>) -> String {

@@ -5,11 +5,11 @@ use std::path::Path;
 use candle_core::DType;
 
 use super::{Pipeline, PipelineOptions};
-use crate::config::{Config, ProblemType};
 use crate::error::Result;
-use crate::heads::RoFormerForSequenceClassification;
-use crate::model_files::ModelFiles;
-use crate::tokenizer::{Encoded, Tokenizer};
+use crate::loading::config::{Config, ProblemType};
+use crate::loading::model_files::ModelFiles;
+use crate::loading::tokenizer::{Encoded, Tokenizer};
+use crate::model::heads::RoFormerForSequenceClassification;
 
 /// Sequence classification: single sentences or pairs; single-label, multi-label or regression,
 /// as the checkpoint's config says.

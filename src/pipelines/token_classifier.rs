@@ -7,10 +7,10 @@ use candle_core::DType;
 use tokenizers::Encoding;
 
 use super::{Pipeline, PipelineOptions};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::heads::RoFormerForTokenClassification;
-use crate::tokenizer::{Encoded, Tokenizer};
+use crate::loading::config::Config;
+use crate::loading::tokenizer::{Encoded, Tokenizer};
+use crate::model::heads::RoFormerForTokenClassification;
 
 /// How tokens become entities, as transformers' `aggregation_strategy` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

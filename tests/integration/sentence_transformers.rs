@@ -1,7 +1,7 @@
 //! sentence-transformers folders and cross-encoders, against what sentence-transformers 6 gives for
 //! the fixtures of scripts/make_st_fixtures.py.
 
-use roformer::{Error, PipelineOptions, Pooling, Reranker, SentenceEncoder};
+use roformer::{Error, PipelineOptions, Pooling, Prompt, Reranker, SentenceEncoder};
 use serde_json::Value;
 
 use crate::support::{fixture, on_device, Scratch};
@@ -109,6 +109,56 @@ fn every_pooling_mode_and_include_prompt_as_sentence_transformers() {
         let ours = encode(scratch.path(), options, &texts);
         assert_rows(&format!("pooling {config}"), &ours, &variant["embeddings"]);
     }
+}
+
+#[test]
+fn one_encoder_serves_every_prompt_per_call_as_sentence_transformers() {
+    // One load, the prompts chosen per call, against sentence-transformers' per-prompt references.
+    let want = expected("st6_cls_dense");
+    let texts = texts(&want);
+    let encoder = SentenceEncoder::from_pretrained_with(folder("st6_cls_dense"), options()).unwrap();
+    assert_eq!(encoder.prompt_names(), ["document", "empty", "passage", "query"]);
+    assert_rows("Prompt::Default", &encoder.encode_with(&texts, Prompt::Default).unwrap(), &want["default"]);
+    for (name, reference) in want["prompt_name"].as_object().unwrap() {
+        let ours = encoder.encode_with(&texts, Prompt::Named(name)).unwrap();
+        assert_rows(&format!("Prompt::Named({name})"), &ours, reference);
+    }
+    for (prompt, reference) in want["prompt"].as_object().unwrap() {
+        let ours = encoder.encode_with(&texts, Prompt::Text(prompt)).unwrap();
+        assert_rows(&format!("Prompt::Text({prompt:?})"), &ours, reference);
+    }
+    // No prompt is the empty prompt of the folder's `empty`.
+    let ours = encoder.encode_with(&texts, Prompt::None).unwrap();
+    assert_rows("Prompt::None", &ours, &want["prompt_name"]["empty"]);
+    let e = encoder.encode_with(&texts, Prompt::Named("search")).unwrap_err();
+    assert!(
+        matches!(&e, Error::Input(m) if m.contains("unknown prompt name `search`") && m.contains("`query`")),
+        "{e}"
+    );
+
+    // Without the prompt in the pooling (include_prompt false), the prompt's tokens are left out per call too.
+    let old = expected("old_mean");
+    let variant = old["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["pooling_config"]["include_prompt"] == false && v["prompt_name"] == "passage")
+        .unwrap();
+    let scratch = Scratch::copy_of(&folder("old_mean"), "st-prompt-per-call");
+    scratch.edit_json("1_Pooling/config.json", |c| *c = variant["pooling_config"].clone());
+    let encoder = SentenceEncoder::from_pretrained_with(scratch.path(), options()).unwrap();
+    let ours = encoder.encode_with(&self::texts(&old), Prompt::Named("passage")).unwrap();
+    assert_rows("Prompt::Named(passage) without include_prompt", &ours, &variant["embeddings"]);
+
+    // A checkpoint without prompts refuses a name, and takes a literal prompt.
+    let plain = SentenceEncoder::from_pretrained_with(fixture("pipelines/sim"), options()).unwrap();
+    assert!(plain.prompt_names().is_empty());
+    let e = plain.encode_with(&["a"], Prompt::Named("query")).unwrap_err();
+    assert!(e.to_string().contains("has no config_sentence_transformers.json with prompts"), "{e}");
+    let literal =
+        SentenceEncoder::from_pretrained_with(fixture("pipelines/sim"), options().with_prompt("q: "))
+            .unwrap();
+    assert_eq!(plain.encode_with(&["a"], Prompt::Text("q: ")).unwrap(), literal.encode(&["a"]).unwrap());
 }
 
 #[test]

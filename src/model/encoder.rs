@@ -1,0 +1,109 @@
+//! The stack of transformer layers: attention, then the feed-forward block, each post-norm.
+
+use candle_core::{Module, Result, Tensor};
+use candle_nn::VarBuilder;
+
+use crate::loading::config::Config;
+use crate::model::activation::Activation;
+use crate::model::attention::Attention;
+use crate::model::layers::{Linear, Norm};
+use crate::model::pass::Pass;
+use crate::runtime::engine::Engine;
+
+/// The feed-forward block: `intermediate` (dense + activation) then `output` (dense, residual, norm).
+#[derive(Debug, Clone)]
+struct FeedForward {
+    intermediate: Linear,
+    activation: Activation,
+    output: Linear,
+    norm: Norm,
+    dropout: f64,
+}
+
+impl FeedForward {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
+        let (h, i, bias) = (config.hidden_size, config.intermediate_size, config.use_bias());
+        Ok(Self {
+            intermediate: Linear::load(vb.pp("intermediate.dense"), h, i, bias, config, engine)?,
+            activation: config.hidden_act,
+            output: Linear::load(vb.pp("output.dense"), i, h, bias, config, engine)?,
+            norm: Norm::load(vb.pp("output.LayerNorm"), h, config, engine)?,
+            dropout: config.hidden_dropout_prob,
+        })
+    }
+
+    fn quantize(&mut self) -> crate::Result<()> {
+        self.intermediate.quantize()?;
+        self.output.quantize()
+    }
+
+    fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
+        let hidden = self.intermediate.forward_act(xs, self.activation)?;
+        let out = pass.dropout(&self.output.forward(&hidden)?, self.dropout)?;
+        self.norm.forward_residual(&out, xs)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Layer {
+    attention: Attention,
+    feed_forward: FeedForward,
+}
+
+impl Layer {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine, index: usize) -> Result<Self> {
+        Ok(Self {
+            attention: Attention::load(vb.pp("attention"), config, engine, index)?,
+            feed_forward: FeedForward::load(vb, config, engine)?,
+        })
+    }
+
+    fn quantize(&mut self) -> crate::Result<()> {
+        self.attention.quantize()?;
+        self.feed_forward.quantize()
+    }
+
+    fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
+        let xs = self.attention.forward(xs, pass)?;
+        self.feed_forward.forward(&xs, pass)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Encoder {
+    layers: Vec<Layer>,
+}
+
+impl Encoder {
+    pub fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| Layer::load(vb.pp(format!("layer.{i}")), config, engine, i))
+            .collect::<Result<_>>()?;
+        Ok(Self { layers })
+    }
+
+    /// Int8 weights for every linear layer of every layer.
+    pub fn quantize(&mut self) -> crate::Result<()> {
+        self.layers.iter_mut().try_for_each(Layer::quantize)
+    }
+
+    /// Runs every layer; with `hidden_states`, also collects the input and each layer's output.
+    pub fn forward(
+        &self,
+        xs: &Tensor,
+        pass: &Pass,
+        mut hidden_states: Option<&mut Vec<Tensor>>,
+    ) -> Result<Tensor> {
+        let mut xs = xs.clone();
+        for layer in &self.layers {
+            if let Some(states) = hidden_states.as_deref_mut() {
+                states.push(xs.clone());
+            }
+            xs = layer.forward(&xs, pass)?;
+        }
+        if let Some(states) = hidden_states {
+            states.push(xs.clone());
+        }
+        Ok(xs)
+    }
+}

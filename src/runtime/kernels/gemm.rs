@@ -1,0 +1,671 @@
+//! The one GEMM driver of the fused engine: `c (m, n) = a (m, k) · Bᵀ`, started from zero, a bias
+//! or what `c` holds. B is packed into panels of `nr` output columns laid out k-major (at load for
+//! weights, once per sequence and head for attention's keys and values), so that a microkernel
+//! streams each panel in order while an `mr × nr` tile of `c` stays in registers.
+//!
+//! The driver cuts the work once for every element type and instruction set: rows into tiles of
+//! at most `mr` (packed k-major, so each step of the kernel reads one line), tiles into blocks,
+//! panels into groups, depth into chunks, and (block, group) tasks over the threads. The
+//! microkernels, one per [`Level`], live in `tile_f32` and `tile_int8`.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::tile_f32::{F32Kernel, F32Tile};
+use super::tile_int8::{I8Kernel, I8Tile};
+use super::{Level, SendPtr};
+
+/// Depth of one pass over f32 weights: up to 768 (base-size hidden) in one go.
+const KC: usize = 768;
+
+/// Splits `m` rows into the fewest tiles of at most `mr` rows, of balanced heights (16 rows in
+/// tiles of 14 make two of 8, not 14 and 2), as (first row, rows).
+pub(crate) fn tiles(m: usize, mr: usize) -> Vec<(usize, usize)> {
+    let count = m.div_ceil(mr);
+    let (base, extra) = (m / count.max(1), m % count.max(1));
+    let mut start = 0;
+    (0..count)
+        .map(|t| {
+            let rows = base + usize::from(t < extra);
+            start += rows;
+            (start - rows, rows)
+        })
+        .collect()
+}
+
+/// How one product's work is cut into tasks.
+pub(crate) struct Plan {
+    pub tiles: Vec<(usize, usize)>,
+    tiles_per_block: usize,
+    panels: usize,
+    panels_per_task: usize,
+    parallel: bool,
+}
+
+impl Plan {
+    pub fn new(m: usize, n: usize, mr: usize, nr: usize, parallel: bool) -> Self {
+        let tiles = tiles(m, mr);
+        // Up to 224 rows form one block, so each weight is read once: short inputs are bound by
+        // how fast the weights stream in. Longer inputs take blocks of about 56 rows, whose
+        // packed input stays in L1 and L2 while a task streams a group of panels.
+        let tiles_per_block = if m <= 224 { tiles.len().max(1) } else { 56usize.div_ceil(mr) };
+        let blocks = tiles.len().div_ceil(tiles_per_block);
+        let panels = n.div_ceil(nr);
+        // Groups of 256 columns when the rows give enough tasks, else few enough columns that
+        // each thread gets 8 tasks.
+        let panels_per_task = if !parallel {
+            panels.max(1)
+        } else if blocks > 1 {
+            (256 / nr).max(1)
+        } else {
+            panels.div_ceil(8 * rayon::current_num_threads()).max(1)
+        };
+        Self { tiles, tiles_per_block, panels, panels_per_task, parallel }
+    }
+
+    /// Calls `task(tiles, panels)` for every (block of tiles, group of panels), on the threads
+    /// when the plan is parallel; tiles come as indices into [`Plan::tiles`].
+    pub fn run(&self, task: impl Fn(Range<usize>, Range<usize>) + Sync) {
+        let blocks = self.tiles.len().div_ceil(self.tiles_per_block);
+        let groups = self.panels.div_ceil(self.panels_per_task);
+        let work = |i: usize| {
+            let (b, g) = (i / groups, i % groups);
+            let tiles = b * self.tiles_per_block..((b + 1) * self.tiles_per_block).min(self.tiles.len());
+            let panels = g * self.panels_per_task..((g + 1) * self.panels_per_task).min(self.panels);
+            task(tiles, panels)
+        };
+        if self.parallel {
+            (0..blocks * groups).into_par_iter().for_each(work);
+        } else {
+            (0..blocks * groups).for_each(work);
+        }
+    }
+}
+
+/// A buffer of f32 whose first element sits on a 64-byte boundary, so that vector loads of
+/// whole lines never straddle two (large `Vec`s start 16 bytes into a page).
+#[derive(Debug, Default)]
+pub(crate) struct Aligned {
+    data: Vec<f32>,
+    offset: usize,
+    len: usize,
+}
+
+impl Aligned {
+    pub fn zeros(len: usize) -> Self {
+        Self::from_vec(vec![0f32; len + 16], len)
+    }
+
+    /// `len` floats in `data`, which must hold at least `len + 16`.
+    fn from_vec(data: Vec<f32>, len: usize) -> Self {
+        let offset = data.as_ptr().align_offset(64).min(15);
+        Self { data, offset, len }
+    }
+
+    /// A buffer of `len` floats from the pool of spare ones, contents unspecified (every use
+    /// overwrites what it reads); [`Aligned::recycle`] gives it back.
+    pub fn scratch(len: usize) -> Self {
+        // The smallest spare that fits: the first that fits could be a long input's key panels,
+        // taken for a small table, and the panels then allocated again beside it.
+        let spare = SPARE.lock().ok().and_then(|mut spare| {
+            let (i, _) =
+                spare.iter().enumerate().filter(|(_, v)| v.len() >= len + 16).min_by_key(|(_, v)| v.len())?;
+            Some(spare.swap_remove(i))
+        });
+        Self::from_vec(spare.unwrap_or_else(|| vec![0f32; len + 16]), len)
+    }
+
+    pub fn recycle(self) {
+        if let Ok(mut spare) = SPARE.lock() {
+            if spare.len() < 8 {
+                spare.push(self.data);
+            }
+        }
+    }
+
+    /// Makes the buffer `len` floats long, contents unspecified, reallocating only to grow.
+    pub fn resize(&mut self, len: usize) {
+        if self.data.len() < len + 16 {
+            *self = Self::zeros(len);
+        }
+        self.len = len;
+    }
+
+    pub fn as_slice(&self) -> &[f32] {
+        &self.data[self.offset..self.offset + self.len]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data[self.offset..self.offset + self.len]
+    }
+}
+
+/// Packing buffers between calls: fresh multi-megabyte allocations cost page faults and zeroing.
+static SPARE: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
+
+/// Where B's entry (column j, step kk) sits in a source matrix.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// (n, k) with rows `ld` apart: weights (out, in), and attention's keys.
+    Rows { data: &'a [f32], ld: usize },
+    /// (k, n) with rows `ld` apart: attention's values.
+    Columns { data: &'a [f32], ld: usize },
+}
+
+/// Packs `n` columns of depth `k` from `source` into `dst`: panel p holds columns
+/// p·nr..p·nr + nr as k steps of nr, zero past n.
+pub(crate) fn pack_panels(source: Source, n: usize, k: usize, nr: usize, dst: &mut [f32]) {
+    assert!(dst.len() >= n.div_ceil(nr) * k * nr, "pack_panels: {} floats for ({n}, {k})", dst.len());
+    for (p, panel) in dst.chunks_mut(k * nr).take(n.div_ceil(nr)).enumerate() {
+        let cols = nr.min(n - p * nr);
+        match source {
+            Source::Rows { data, ld } => {
+                for j in 0..cols {
+                    let row = &data[(p * nr + j) * ld..][..k];
+                    for (kk, &v) in row.iter().enumerate() {
+                        panel[kk * nr + j] = v;
+                    }
+                }
+            }
+            Source::Columns { data, ld } => {
+                for kk in 0..k {
+                    panel[kk * nr..kk * nr + cols].copy_from_slice(&data[kk * ld + p * nr..][..cols]);
+                }
+            }
+        }
+        if cols < nr {
+            for step in panel.chunks_mut(nr) {
+                step[cols..].fill(0.0);
+            }
+        }
+    }
+}
+
+/// Packed panels that take part in one product: columns `n`, steps `k0..k0 + depth` of panels
+/// `stride` floats apart.
+#[derive(Clone, Copy)]
+pub(crate) struct Panels<'a> {
+    pub data: &'a [f32],
+    pub stride: usize,
+    pub n: usize,
+    pub k0: usize,
+    pub depth: usize,
+}
+
+/// What the product adds to.
+#[derive(Clone, Copy)]
+pub(crate) enum Start<'a> {
+    Zero,
+    /// One value per output column.
+    Bias(&'a [f32]),
+    /// What `c` holds.
+    Accumulate,
+}
+
+/// `c (m, n) = start + a (m, depth) · Bᵀ`, where row i of `a` starts at `a[i * lda]` and B's
+/// panels are `b`. `packed` is scratch for the rows, k-major tile by tile.
+///
+/// # Safety
+/// `c` must be valid for writes of m rows of n floats, `ldc` apart, and no other thread may
+/// touch them during the call.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn multiply_f32(
+    kernel: &F32Kernel,
+    a: &[f32],
+    lda: usize,
+    m: usize,
+    b: Panels,
+    start: Start,
+    c: *mut f32,
+    ldc: usize,
+    parallel: bool,
+    packed: &mut Aligned,
+) {
+    let (mr, nr, stride) = (kernel.mr, kernel.nr, kernel.a_stride);
+    let depth = b.depth;
+    assert!(m == 0 || a.len() >= (m - 1) * lda + depth, "multiply_f32: a is too short");
+    assert!(b.data.len() >= b.n.div_ceil(nr).saturating_sub(1) * b.stride + (b.k0 + depth) * nr);
+    if let Start::Bias(bias) = start {
+        assert!(bias.len() >= b.n, "multiply_f32: bias is too short");
+    }
+    let plan = Plan::new(m, b.n, mr, nr, parallel);
+    packed.resize(plan.tiles.len() * depth * stride);
+    assert!(stride <= 16, "multiply_f32: packed lines of {stride} floats");
+    let pack = |(dst, &(row, rows)): (&mut [f32], &(usize, usize))| {
+        // Through a 16 × 16 block, 16 steps at a time: rows are copied in whole and lines written
+        // out whole. Element by element, each write of a row landed on another cache line, and
+        // packing took a sixth of a long input's attention.
+        // Block rows past the tile's stay zero: their lanes feed accumulators that are never
+        // stored, and zero keeps them finite.
+        let mut block = [[0f32; 16]; 16];
+        for k0 in (0..depth).step_by(16) {
+            let width = 16.min(depth - k0);
+            for (r, line) in block.iter_mut().enumerate().take(rows) {
+                let source = &a[(row + r) * lda + k0..][..width];
+                // A whole line as one fixed-size copy: as a slice copy it was a call to memmove.
+                match <&[f32; 16]>::try_from(source) {
+                    Ok(whole) => *line = *whole,
+                    Err(_) => line[..width].copy_from_slice(source),
+                }
+            }
+            for (kk, step) in dst[k0 * stride..].chunks_exact_mut(stride).take(width).enumerate() {
+                for (slot, line) in step.iter_mut().zip(&block) {
+                    *slot = line[kk];
+                }
+            }
+        }
+    };
+    let chunks = packed.as_mut_slice().chunks_mut((depth * stride).max(1));
+    if parallel {
+        chunks.collect::<Vec<_>>().into_par_iter().zip(&plan.tiles).for_each(pack);
+    } else {
+        chunks.zip(&plan.tiles).for_each(pack);
+    }
+    let packed = packed.as_slice();
+    let c = SendPtr(c);
+    plan.run(|tiles, panels| {
+        for k0 in (0..depth).step_by(KC) {
+            let chunk = KC.min(depth - k0);
+            for p in panels.clone() {
+                let cols = nr.min(b.n - p * nr);
+                let mut first = [0f32; 32];
+                let accumulate = match (start, k0) {
+                    (Start::Bias(bias), 0) => {
+                        first[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
+                        false
+                    }
+                    (Start::Zero, 0) => false,
+                    _ => true,
+                };
+                let panel = &b.data[p * b.stride + (b.k0 + k0) * nr..][..chunk * nr];
+                for t in tiles.clone() {
+                    let (row, rows) = plan.tiles[t];
+                    let tile = F32Tile {
+                        rows,
+                        a: &packed[(t * depth + k0) * stride..][..chunk * stride],
+                        b: panel,
+                        depth: chunk,
+                        start: &first[..nr],
+                        accumulate,
+                        // The pointer stays inside `c`: row < m, p·nr < n.
+                        c: c.get().wrapping_add(row * ldc + p * nr),
+                        ldc,
+                        cols,
+                    };
+                    // SAFETY: the kernel is one this CPU runs (engines are made for a supported
+                    // level); the tile's operands hold `chunk` steps; this task alone writes
+                    // these rows of panel p's columns, inside `c` as the caller promises.
+                    unsafe { (kernel.tile)(&tile) };
+                }
+            }
+        }
+    });
+}
+
+/// A weight (n, k) packed for the f32 microkernel of one level.
+#[derive(Debug)]
+pub(crate) struct PackedF32 {
+    level: Level,
+    kernel: &'static F32Kernel,
+    n: usize,
+    k: usize,
+    panels: Aligned,
+}
+
+impl PackedF32 {
+    /// Packs `w` (n, k) row-major for `level`'s kernel.
+    pub fn new(level: Level, w: &[f32], n: usize, k: usize) -> Self {
+        assert_eq!(w.len(), n * k, "PackedF32: weight of {} floats is not ({n}, {k})", w.len());
+        let kernel = F32Kernel::for_level(level);
+        let nr = kernel.nr;
+        let mut panels = Aligned::zeros(n.div_ceil(nr) * k * nr);
+        panels.as_mut_slice().par_chunks_mut((k * nr).max(1)).enumerate().for_each(|(p, panel)| {
+            let cols = nr.min(n - p * nr);
+            pack_panels(Source::Rows { data: &w[p * nr * k..], ld: k }, cols, k, nr, panel)
+        });
+        Self { level, kernel, n, k, panels }
+    }
+
+    pub fn dims(&self) -> (usize, usize) {
+        (self.n, self.k)
+    }
+
+    /// The level whose kernel the weight is packed for.
+    pub fn level(&self) -> Level {
+        self.level
+    }
+
+    /// The weight again as (n, k) row-major, for quantizing.
+    pub fn unpack(&self) -> Vec<f32> {
+        let (n, k, nr) = (self.n, self.k, self.kernel.nr);
+        let panels = self.panels.as_slice();
+        let mut w = vec![0f32; n * k];
+        w.par_chunks_mut(k.max(1)).enumerate().for_each(|(j, row)| {
+            let panel = &panels[(j / nr) * k * nr..];
+            for (kk, v) in row.iter_mut().enumerate() {
+                *v = panel[kk * nr + j % nr];
+            }
+        });
+        w
+    }
+
+    /// `out` (m, n) = `a` (m, k) · Wᵀ + `bias`, on the threads.
+    ///
+    /// # Safety
+    /// `out` must be valid for m × n writes; all of them are written.
+    pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        let (n, k, nr) = (self.n, self.k, self.kernel.nr);
+        let panels = Panels { data: self.panels.as_slice(), stride: k * nr, n, k0: 0, depth: k };
+        let start = bias.map_or(Start::Zero, Start::Bias);
+        let mut packed = Aligned::scratch(0);
+        // SAFETY: the caller gives m × n floats at `out`, rows n apart.
+        unsafe { multiply_f32(self.kernel, a, k, m, panels, start, out, n, true, &mut packed) };
+        packed.recycle();
+    }
+}
+
+/// A weight (n, k) quantized to s8 per output channel and packed for the int8 microkernel of one
+/// level: panel p holds columns p·nr..p·nr + nr as ⌈k/4⌉ steps of nr columns × 4 consecutive k,
+/// in the kernel's [`StepLayout`](super::tile_int8::StepLayout).
+#[derive(Debug)]
+pub(crate) struct PackedI8 {
+    kernel: &'static I8Kernel,
+    n: usize,
+    k: usize,
+    /// k rounded up to a multiple of 4.
+    k4: usize,
+    panels: Vec<i8>,
+    /// Per output column: the scale back to f32, and the sum of its quantized weights.
+    scales: Vec<f32>,
+    sums: Vec<i32>,
+}
+
+impl PackedI8 {
+    /// Quantizes `w` (n, k) row-major for `level`'s kernel: each row (output channel) scaled so
+    /// that its largest magnitude maps to the kernel's largest weight.
+    pub fn new(level: Level, w: &[f32], n: usize, k: usize) -> Self {
+        assert_eq!(w.len(), n * k, "PackedI8: weight of {} floats is not ({n}, {k})", w.len());
+        let kernel = I8Kernel::for_level(level);
+        let (nr, k4) = (kernel.nr, k.div_ceil(4) * 4);
+        let count = n.div_ceil(nr);
+        let mut panels = vec![0i8; count * k4 * nr];
+        // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
+        let mut scales = vec![1f32; count * nr];
+        let mut sums = vec![0i32; count * nr];
+        let (top, layout) = (kernel.weight_max, kernel.layout);
+        panels
+            .par_chunks_mut((k4 * nr).max(1))
+            .zip(scales.par_chunks_mut(nr).zip(sums.par_chunks_mut(nr)))
+            .enumerate()
+            .for_each(|(p, (panel, (scales, sums)))| {
+                for j in 0..nr.min(n - p * nr) {
+                    let row = &w[(p * nr + j) * k..][..k];
+                    let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    let scale = if max > 0.0 { max / top } else { 1.0 };
+                    scales[j] = scale;
+                    for (kk, &v) in row.iter().enumerate() {
+                        let q = super::math::round_small((v / scale).clamp(-top, top)) as i8;
+                        panel[(kk / 4) * nr * 4 + layout.offset(nr, j, kk % 4)] = q;
+                        sums[j] += i32::from(q);
+                    }
+                }
+            });
+        Self { kernel, n, k, k4, panels, scales, sums }
+    }
+
+    pub fn dims(&self) -> (usize, usize) {
+        (self.n, self.k)
+    }
+
+    /// `out` (m, n) = `a` (m, k) · Wᵀ + `bias`, with `a` quantized per row, on the threads.
+    ///
+    /// # Safety
+    /// `out` must be valid for m × n writes; all of them are written.
+    pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        let (n, k, kernel) = (self.n, self.k, self.kernel);
+        let (mr, nr, stride) = (kernel.mr, kernel.nr, kernel.a_stride);
+        assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
+        let plan = Plan::new(m, n, mr, nr, true);
+        let steps = self.k4 / 4;
+        // Each tile: `steps` lines of 4 u8 (4 k's) per row, and its rows' scales and zero points.
+        let mut packed = vec![0u32; plan.tiles.len() * steps * stride];
+        let mut row_scales = vec![0f32; plan.tiles.len() * mr];
+        let mut zero_points = vec![0i32; plan.tiles.len() * mr];
+        packed
+            .par_chunks_mut((steps * stride).max(1))
+            .zip(row_scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
+            .zip(&plan.tiles)
+            .for_each(|((dst, (scales, zps)), &(row, rows))| {
+                super::tile_int8::quantize_rows(&a[row * k..], k, rows, stride, dst, scales, zps)
+            });
+        let out = SendPtr(out);
+        plan.run(|tiles, panels| {
+            for p in panels {
+                let cols = nr.min(n - p * nr);
+                let mut bias_panel = [0f32; 32];
+                if let Some(bias) = bias {
+                    bias_panel[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
+                }
+                for t in tiles.clone() {
+                    let (row, rows) = plan.tiles[t];
+                    let tile = I8Tile {
+                        rows,
+                        cols,
+                        steps,
+                        a: &packed[t * steps * stride..(t + 1) * steps * stride],
+                        b: &self.panels[p * self.k4 * nr..(p + 1) * self.k4 * nr],
+                        row_scales: &row_scales[t * mr..t * mr + mr],
+                        zero_points: &zero_points[t * mr..t * mr + mr],
+                        col_scales: &self.scales[p * nr..p * nr + nr],
+                        col_sums: &self.sums[p * nr..p * nr + nr],
+                        bias: &bias_panel[..nr],
+                        // The pointer stays inside `out`: row < m, p·nr < n.
+                        c: out.get().wrapping_add(row * n + p * nr),
+                        ldc: n,
+                    };
+                    // SAFETY: the kernel is one this CPU runs; this task alone writes these rows
+                    // of panel p's columns, inside `out` as the caller promises.
+                    unsafe { (kernel.tile)(&tile) };
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::kernels::{noise, tested_levels};
+
+    /// Shapes that leave partial tiles, partial panels, several depth chunks (k > KC), several
+    /// row blocks (m > 224) and single rows or columns.
+    const SHAPES: [(usize, usize, usize); 8] = [
+        (1, 3, 1),
+        (13, 17, 33),
+        (29, 64, 96),
+        (15, 1, 70),
+        (230, 40, 31),
+        (7, 800, 17),
+        (300, 5, 65),
+        (6, 16, 16),
+    ];
+
+    #[test]
+    fn f32_products_equal_f64_ones_at_every_level() {
+        for level in tested_levels("f32 GEMM") {
+            let kernel = F32Kernel::for_level(level);
+            for (i, &(m, k, n)) in SHAPES.iter().enumerate() {
+                // Rows of `a` 3 floats wider than k, to read through a stride.
+                let lda = k + 3;
+                let a = noise(m * lda, i as u64);
+                let w = noise(n * k, 100 + i as u64);
+                let bias = noise(n, 200 + i as u64);
+                let dot = |r: usize, j: usize| -> f64 {
+                    (0..k).map(|kk| a[r * lda + kk] as f64 * w[j * k + kk] as f64).sum()
+                };
+                let mut panels = vec![f32::NAN; n.div_ceil(kernel.nr) * k * kernel.nr];
+                pack_panels(Source::Rows { data: &w, ld: k }, n, k, kernel.nr, &mut panels);
+                let b = Panels { data: &panels, stride: k * kernel.nr, n, k0: 0, depth: k };
+                for parallel in [false, true] {
+                    let start_of = |case: usize| match case {
+                        0 => Start::Zero,
+                        1 => Start::Bias(&bias),
+                        _ => Start::Accumulate,
+                    };
+                    for case in 0..3 {
+                        let before = noise(m * n, 300 + i as u64);
+                        let mut c = before.clone();
+                        let mut scratch = Aligned::default();
+                        // SAFETY: `c` holds m × n floats, n apart.
+                        unsafe {
+                            multiply_f32(
+                                kernel,
+                                &a,
+                                lda,
+                                m,
+                                b,
+                                start_of(case),
+                                c.as_mut_ptr(),
+                                n,
+                                parallel,
+                                &mut scratch,
+                            )
+                        };
+                        for r in 0..m {
+                            for j in 0..n {
+                                let start = [0.0, bias[j] as f64, before[r * n + j] as f64][case];
+                                let want = start + dot(r, j);
+                                let got = c[r * n + j] as f64;
+                                assert!(
+                                    (got - want).abs() <= 1e-5 * (k as f64).sqrt().max(1.0),
+                                    "{level:?} ({m},{k},{n}) case {case} parallel {parallel} at ({r},{j}): {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+                // The packed weight's own product, and its way back to rows.
+                let packed = PackedF32::new(level, &w, n, k);
+                assert_eq!(packed.unpack(), w, "{level:?}: unpack");
+                let a = noise(m * k, 400 + i as u64);
+                let mut c = vec![f32::NAN; m * n];
+                // SAFETY: `c` holds m × n floats.
+                unsafe { packed.matmul(&a, m, Some(&bias), c.as_mut_ptr()) };
+                for r in 0..m {
+                    for j in 0..n {
+                        let want = bias[j] as f64
+                            + (0..k).map(|kk| a[r * k + kk] as f64 * w[j * k + kk] as f64).sum::<f64>();
+                        assert!((c[r * n + j] as f64 - want).abs() <= 1e-5 * (k as f64).sqrt().max(1.0));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn panels_from_columns_and_depth_ranges() {
+        // Attention's values: B given as (k, n) rows, and a product over steps k0..k0 + depth.
+        let (k, n, k0, depth, m) = (70, 20, 33, 30, 9);
+        let v = noise(k * n, 1);
+        let a = noise(m * depth, 2);
+        for level in tested_levels("f32 GEMM over value panels") {
+            let kernel = F32Kernel::for_level(level);
+            let mut panels = vec![0f32; n.div_ceil(kernel.nr) * k * kernel.nr];
+            pack_panels(Source::Columns { data: &v, ld: n }, n, k, kernel.nr, &mut panels);
+            let b = Panels { data: &panels, stride: k * kernel.nr, n, k0, depth };
+            let mut c = vec![0f32; m * n];
+            // SAFETY: `c` holds m × n floats.
+            unsafe {
+                multiply_f32(
+                    kernel,
+                    &a,
+                    depth,
+                    m,
+                    b,
+                    Start::Zero,
+                    c.as_mut_ptr(),
+                    n,
+                    false,
+                    &mut Aligned::default(),
+                )
+            };
+            for r in 0..m {
+                for j in 0..n {
+                    let want: f64 =
+                        (0..depth).map(|d| a[r * depth + d] as f64 * v[(k0 + d) * n + j] as f64).sum();
+                    assert!((c[r * n + j] as f64 - want).abs() < 1e-5, "{level:?} at ({r},{j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn int8_products_stay_within_the_quantization_bound_at_every_level() {
+        for level in tested_levels("int8 GEMM") {
+            let top = I8Kernel::for_level(level).weight_max;
+            for (i, &(m, k, n)) in SHAPES.iter().enumerate() {
+                // Inputs with exact zeros, shifted so that rows are mostly positive (as after GELU).
+                let a: Vec<f32> = noise(m * k, i as u64)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, v)| if j % 7 == 0 { 0.0 } else { v + 0.2 })
+                    .collect();
+                let w = noise(n * k, 100 + i as u64);
+                let bias = noise(n, 200 + i as u64);
+                let packed = PackedI8::new(level, &w, n, k);
+                let mut c = vec![f32::NAN; m * n];
+                // SAFETY: `c` holds m × n floats.
+                unsafe { packed.matmul(&a, m, Some(&bias), c.as_mut_ptr()) };
+                for r in 0..m {
+                    let row = &a[r * k..r * k + k];
+                    let (lo, hi) = row.iter().fold((0f32, 0f32), |(l, h), &v| (l.min(v), h.max(v)));
+                    // Each input is off by at most half its row's step, each weight by half its
+                    // column's: |Δ(a·w)| ≤ Σ |a|·δw + |w|·δa + δa·δw.
+                    let da = (hi - lo) as f64 / 255.0 / 2.0;
+                    for j in 0..n {
+                        let col = &w[j * k..j * k + k];
+                        let dw = col.iter().fold(0f32, |m, v| m.max(v.abs())) as f64 / top as f64 / 2.0;
+                        let bound: f64 = row
+                            .iter()
+                            .zip(col)
+                            .map(|(&x, &y)| (x as f64).abs() * dw + (y as f64).abs() * da + da * dw)
+                            .sum::<f64>()
+                            * 1.01
+                            + 1e-5;
+                        let want = bias[j] as f64
+                            + row.iter().zip(col).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>();
+                        let got = c[r * n + j] as f64;
+                        assert!(
+                            (got - want).abs() <= bound,
+                            "{level:?} ({m},{k},{n}) at ({r},{j}): {got} vs {want}, bound {bound}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn int8_kernels_of_one_weight_range_give_the_same_sums() {
+        // The 127-range kernels (portable, AVX-VNNI, AVX-512 VNNI) compute the same integer sums
+        // through different instructions and tile shapes, so their outputs are equal.
+        let (m, k, n) = (37, 70, 45);
+        let a = noise(m * k, 5);
+        let w = noise(n * k, 6);
+        let run = |level: Level| {
+            let mut c = vec![0f32; m * n];
+            // SAFETY: `c` holds m × n floats.
+            unsafe { PackedI8::new(level, &w, n, k).matmul(&a, m, None, c.as_mut_ptr()) };
+            c
+        };
+        let wide: Vec<Level> = tested_levels("int8 kernels against each other")
+            .into_iter()
+            .filter(|&l| I8Kernel::for_level(l).weight_max == 127.0)
+            .collect();
+        let reference = run(Level::Portable);
+        for level in wide {
+            assert_eq!(run(level), reference, "{level:?} differs from the portable kernel");
+        }
+    }
+}

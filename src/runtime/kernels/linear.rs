@@ -1,0 +1,93 @@
+//! `x Wᵀ + b` with the bias folded into the gemm and an optional activation applied to the
+//! output while it is still in cache.
+
+use candle_core::{Result, Tensor};
+use rayon::prelude::*;
+
+use super::gemm::{PackedF32, PackedI8};
+use super::{math, multiversion, tensor, View};
+use crate::model::activation::Activation;
+
+/// A weight packed once for a kernel of ours.
+pub(crate) trait PackedWeight {
+    /// Output and input widths.
+    fn dims(&self) -> (usize, usize);
+    /// Writes all of `out` (m, n) = `a` (m, k) · Wᵀ + `bias`.
+    ///
+    /// # Safety
+    /// `out` must be valid for m × n writes.
+    unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32);
+}
+
+impl PackedWeight for PackedF32 {
+    fn dims(&self) -> (usize, usize) {
+        PackedF32::dims(self)
+    }
+    unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        // SAFETY: the caller's promise is the one `PackedF32::matmul` asks.
+        unsafe { PackedF32::matmul(self, a, m, bias, out) }
+    }
+}
+
+impl PackedWeight for PackedI8 {
+    fn dims(&self) -> (usize, usize) {
+        PackedI8::dims(self)
+    }
+    unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        // SAFETY: the caller's promise is the one `PackedI8::matmul` asks.
+        unsafe { PackedI8::matmul(self, a, m, bias, out) }
+    }
+}
+
+/// `xs` (.., k) times a packed weight, plus the bias, then `activation`.
+pub(crate) fn linear_packed(
+    xs: &Tensor,
+    weight: &dyn PackedWeight,
+    bias: Option<&Tensor>,
+    activation: Activation,
+) -> Result<Tensor> {
+    let (n, k) = weight.dims();
+    let dims = xs.dims();
+    if dims.last() != Some(&k) {
+        candle_core::bail!(
+            "linear: input {dims:?} ({:?} on {:?}) does not fit a packed ({n}, {k}) f32 weight",
+            xs.dtype(),
+            xs.device()
+        )
+    }
+    let m = xs.elem_count() / k.max(1);
+    let xs = xs.contiguous()?;
+    let a = View::new(&xs)?;
+    let bias = bias.map(View::new).transpose()?;
+    let bias = bias.as_ref().map(View::slice);
+    // SAFETY: the matmul writes all m × n outputs.
+    let mut out = unsafe { super::written_by(m * n, |out| weight.matmul(a.slice(), m, bias, out)) };
+    apply(&mut out, n, activation);
+    let mut out_dims = dims.to_vec();
+    if let Some(last) = out_dims.last_mut() {
+        *last = n;
+    }
+    tensor(out, &out_dims)
+}
+
+/// Applies `activation` in place to rows of `width`, in parallel.
+pub(crate) fn apply(out: &mut [f32], width: usize, activation: Activation) {
+    if activation == Activation::Linear {
+        return;
+    }
+    let rows = (16384 / width.max(1)).max(1);
+    out.par_chunks_mut(width.max(1) * rows).for_each(|chunk| activate(chunk, activation));
+}
+
+multiversion! {
+    fn activate(xs: &mut [f32], activation: Activation) {
+        match activation {
+            Activation::Gelu => xs.iter_mut().for_each(|x| *x = math::gelu(*x)),
+            Activation::GeluNew | Activation::GeluPytorchTanh => xs.iter_mut().for_each(|x| *x = math::gelu_tanh(*x)),
+            Activation::Relu => xs.iter_mut().for_each(|x| *x = x.max(0.0)),
+            Activation::Silu | Activation::Swish => xs.iter_mut().for_each(|x| *x = math::silu(*x)),
+            Activation::Tanh => xs.iter_mut().for_each(|x| *x = math::tanh(*x)),
+            Activation::Linear => {}
+        }
+    }
+}

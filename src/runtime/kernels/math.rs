@@ -1,0 +1,193 @@
+//! Branch-free elementwise math, written so that the compiler vectorises it inside each
+//! multiversioned kernel: every helper is `#[inline(always)]`. One kernel is here as well, the
+//! in-place exact GELU, because it needs nothing above this file.
+
+use super::multiversion;
+
+/// The sum of `f(v)` over `values` in sixteen lanes, added up at the end: a plain fold keeps
+/// its strict order and does not vectorise.
+#[inline(always)]
+pub(crate) fn lane_sum(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut lanes = [0f32; 16];
+    let chunks = values.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += f(v);
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// The largest of `init` and `values`. Sixteen lanes and plain comparisons vectorise, where
+/// `f32::max`'s NaN rules do not; NaN values are passed over, as `f32::max` passes them.
+#[inline(always)]
+pub(crate) fn lane_max(values: &[f32], init: f32) -> f32 {
+    lane_pick(values, init, |best, v| if v > best { v } else { best })
+}
+
+/// The smallest of `init` and `values`, as [`lane_max`] finds the largest.
+#[inline(always)]
+pub(crate) fn lane_min(values: &[f32], init: f32) -> f32 {
+    lane_pick(values, init, |best, v| if v < best { v } else { best })
+}
+
+#[inline(always)]
+fn lane_pick(values: &[f32], init: f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut lanes = [init; 16];
+    let chunks = values.chunks_exact(16);
+    let tail = chunks.remainder().iter().fold(init, |best, &v| pick(best, v));
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = pick(*lane, v);
+        }
+    }
+    lanes.iter().fold(tail, |best, &v| pick(best, v))
+}
+
+/// `x` rounded to the nearest integer, ties to even, for |x| < 2^22: adding 1.5 · 2^23 leaves
+/// the integer in the low mantissa bits. Unlike `f32::round_ties_even`, which can become a libm
+/// call per value, this vectorises.
+#[inline(always)]
+pub(crate) fn round_small(x: f32) -> i32 {
+    (x + 12_582_912.0).to_bits() as i32 - 0x4B40_0000
+}
+
+/// e^x for f32, within 2 ulp on [-87, 88] (Cephes' polynomial after reduction by ln 2); inputs
+/// below -87.3 give 0, as `f32::exp` underflows there too.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let underflow = x < -87.3;
+    let x = x.clamp(-87.3, 88.7);
+    // Adding 1.5 × 2^23 rounds to the nearest integer (ties to even) and leaves it in the low
+    // mantissa bits: an integer without a float-to-int cast, which would not vectorise (Rust's
+    // `as` saturates and maps NaN to 0, so LLVM emits it lane by lane).
+    const MAGIC: f32 = 12_582_912.0;
+    let shifted = x * LOG2E + MAGIC;
+    let n = shifted - MAGIC;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let mut p = 1.987_569_1e-4_f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 0.5;
+    let y = p * r * r + r + 1.0;
+    // 2^n by building the exponent bits; n is in [-126, 128], so split it to stay normal.
+    let n = (shifted.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    let half = n >> 1;
+    let scale_a = f32::from_bits(((half + 127) as u32) << 23);
+    let scale_b = f32::from_bits(((n - half + 127) as u32) << 23);
+    let value = y * scale_a * scale_b;
+    if underflow {
+        0.0
+    } else {
+        value
+    }
+}
+
+/// erf(x) as a ratio of odd and even polynomials on [-4, 4] (Eigen's `generic_fast_erf_float`,
+/// as PyTorch vectorises it): within 1e-6 of erf.
+#[inline(always)]
+pub(crate) fn erf(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = -2.726_142_3e-10_f32;
+    p = p * x2 + 2.770_681_4e-8;
+    p = p * x2 - 2.101_024e-6;
+    p = p * x2 - 5.692_506_4e-5;
+    p = p * x2 - 7.349_906_3e-4;
+    p = p * x2 - 2.954_600_1e-3;
+    p = p * x2 - 1.609_603_3e-2;
+    let mut q = -1.456_607_2e-5_f32;
+    q = q * x2 - 2.133_740_5e-4;
+    q = q * x2 - 1.682_827e-3;
+    q = q * x2 - 7.373_329e-3;
+    q = q * x2 - 1.426_474e-2;
+    x * p / q
+}
+
+/// The exact (erf) GELU.
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// tanh(x) = 1 - 2 / (e^{2x} + 1), saturating cleanly at both ends.
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    1.0 - 2.0 / (exp(2.0 * x) + 1.0)
+}
+
+/// The tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`).
+#[inline(always)]
+pub(crate) fn gelu_tanh(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // sqrt(2 / pi)
+    0.5 * x * (1.0 + tanh(C * (x + 0.044_715 * x * x * x)))
+}
+
+/// x · sigmoid(x).
+#[inline(always)]
+pub(crate) fn silu(x: f32) -> f32 {
+    x / (1.0 + exp(-x))
+}
+
+multiversion! {
+    /// The exact (erf) GELU of every value, in place: `Activation::Gelu` on f32 CPU tensors.
+    pub(crate) fn gelu_in_place(xs: &mut [f32]) {
+        xs.iter_mut().for_each(|x| *x = gelu(*x))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_small_rounds_ties_to_even() {
+        for x in [-255.5f32, -3.5, -2.5, -0.5, -0.49, 0.0, 0.5, 1.5, 2.5, 126.7, 254.5, 255.0, -4_000_000.5] {
+            assert_eq!(round_small(x), x.round_ties_even() as i32, "{x}");
+        }
+    }
+
+    #[test]
+    fn exp_is_close_to_libm() {
+        let mut worst = 0f64;
+        for i in -90_000..=88_000 {
+            let x = i as f32 * 1e-3;
+            let (ours, want) = (super::exp(x) as f64, (x as f64).exp());
+            if want > 1e-37 {
+                worst = worst.max(((ours - want) / want).abs());
+            }
+        }
+        assert!(worst < 3e-7, "max relative error {worst:e}");
+        assert_eq!(super::exp(-200.0), 0.0);
+        assert!(super::exp(0.0) == 1.0);
+    }
+
+    #[test]
+    fn erf_is_within_1e_6_of_erf() {
+        let worst = (-600_000..=600_000)
+            .map(|i| i as f64 * 1e-5)
+            .map(|x| (super::erf(x as f32) as f64 - candle_core::cpu::erf::erf_f64(x)).abs())
+            .fold(0.0, f64::max);
+        assert!(worst < 1e-6, "max error {worst:e}");
+    }
+
+    #[test]
+    fn activations_match_their_definitions() {
+        for i in -2000..=2000 {
+            let x = i as f32 * 5e-3;
+            let xd = x as f64;
+            let tanh_gelu = 0.5
+                * xd
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (xd + 0.044715 * xd.powi(3))).tanh());
+            assert!((super::gelu_tanh(x) as f64 - tanh_gelu).abs() < 2e-6, "gelu_tanh({x})");
+            assert!((super::silu(x) as f64 - xd / (1.0 + (-xd).exp())).abs() < 2e-6, "silu({x})");
+            assert!((super::tanh(x) as f64 - xd.tanh()).abs() < 2e-6, "tanh({x})");
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! CPU kernels for inference in f32 (and int8 linears): the hot steps of a forward pass fused so
+//! that each reads and writes its data once, without Candle's per-op dispatch.
+//!
+//! The fused engine (`crate::runtime::engine`) runs them: every kernel reads contiguous f32 CPU tensors in
+//! place and returns a new tensor. The matrix products go through one GEMM driver (`gemm`) with a
+//! microkernel per instruction set (`tile_f32`, `tile_int8`); the elementwise kernels are plain
+//! Rust compiled once per level by `multiversion!`. The level is picked at run time ([`Level`]),
+//! so the crate needs no `target-cpu` flag.
+
+/// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
+/// accumulators in registers.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_rows {
+    ($kernel:ident, $t:expr, $($r:literal)*) => {
+        match $t.rows {
+            $($r => $kernel::<$r>($t),)*
+            _ => unreachable!("tile rows are checked against mr"),
+        }
+    };
+}
+
+pub(crate) mod attention;
+pub(crate) mod gemm;
+pub(crate) mod linear;
+pub(crate) mod math;
+pub(crate) mod norm;
+pub(crate) mod tile_f32;
+pub(crate) mod tile_int8;
+
+use std::ops::Range;
+
+use candle_core::{CpuStorage, Device, Result, Storage, Tensor};
+
+/// The f32 elements of a contiguous CPU tensor, borrowed in place.
+pub(crate) struct View<'a> {
+    guard: candle_core::StorageRef<'a>,
+    range: Range<usize>,
+}
+
+impl View<'_> {
+    pub fn new(t: &Tensor) -> Result<View<'_>> {
+        let (guard, layout) = t.storage_and_layout();
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("kernel input of shape {:?} is not contiguous", t.dims())
+        };
+        if !matches!(&*guard, Storage::Cpu(CpuStorage::F32(_))) {
+            candle_core::bail!("kernel input is not f32 on the CPU")
+        }
+        Ok(View { guard, range: start..end })
+    }
+
+    pub fn slice(&self) -> &[f32] {
+        match &*self.guard {
+            Storage::Cpu(CpuStorage::F32(data)) => &data[self.range.clone()],
+            _ => &[],
+        }
+    }
+}
+
+/// `len` floats written by `fill` through the pointer it gets, without zeroing them first.
+///
+/// # Safety
+/// `fill` must write every one of the `len` elements before returning, and read none it has not
+/// written.
+pub(crate) unsafe fn written_by(len: usize, fill: impl FnOnce(*mut f32)) -> Vec<f32> {
+    let mut data = Vec::with_capacity(len);
+    fill(data.as_mut_ptr());
+    // SAFETY: `fill` initialised all `len` elements, as the caller promises.
+    unsafe { data.set_len(len) };
+    data
+}
+
+/// A contiguous tensor of `dims` on the CPU.
+pub(crate) fn tensor(data: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
+    Tensor::from_vec(data, dims, &Device::Cpu)
+}
+
+/// A raw pointer that crosses threads, for kernels whose tasks write disjoint parts of one buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr(pub *mut f32);
+
+impl SendPtr {
+    /// The pointer; a method, so that closures capture the whole `SendPtr`, not its field.
+    pub fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+// SAFETY: each kernel hands every task its own disjoint region of the buffer.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+/// A SIMD level of the fused kernels, lowest first. The engine runs at the best level this CPU
+/// has, or at a lower one named by `ROFORMER_CPU_LEVEL`, so that every level can be tested on a
+/// machine that has the highest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Level {
+    /// Plain Rust that the compiler vectorises for the target's baseline (SSE2, NEON).
+    Portable,
+    /// AVX2 and FMA: 256-bit f32 FMAs; int8 through `vpmaddubsw` and `vpmaddwd`.
+    Avx2,
+    /// AVX2 with AVX-VNNI: int8 through the 256-bit `vpdpbusd`.
+    AvxVnni,
+    /// AVX-512 (F, BW, VL, DQ): 512-bit f32 FMAs; int8 as on AVX2.
+    Avx512,
+    /// AVX-512 with VNNI: int8 through the 512-bit `vpdpbusd`.
+    Avx512Vnni,
+}
+
+impl Level {
+    pub const ALL: [Level; 5] =
+        [Level::Portable, Level::Avx2, Level::AvxVnni, Level::Avx512, Level::Avx512Vnni];
+
+    /// The name `ROFORMER_CPU_LEVEL` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Portable => "portable",
+            Level::Avx2 => "avx2",
+            Level::AvxVnni => "avx-vnni",
+            Level::Avx512 => "avx512",
+            Level::Avx512Vnni => "avx512-vnni",
+        }
+    }
+
+    /// Whether this CPU runs code compiled for the level.
+    pub fn supported(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let avx2 = || has!("avx2") && has!("fma");
+            let avx512 =
+                || avx2() && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
+            match self {
+                Level::Portable => true,
+                Level::Avx2 => avx2(),
+                Level::AvxVnni => avx2() && has!("avxvnni"),
+                Level::Avx512 => avx512(),
+                Level::Avx512Vnni => avx512() && has!("avx512vnni"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Level::Portable
+        }
+    }
+
+    /// The best level this CPU runs.
+    pub fn detected() -> Level {
+        Level::ALL.into_iter().rev().find(|l| l.supported()).unwrap_or(Level::Portable)
+    }
+
+    /// The level `ROFORMER_CPU_LEVEL` names (the detected one when unset), or why it cannot be.
+    fn from_env() -> std::result::Result<Level, String> {
+        let Ok(wanted) = std::env::var("ROFORMER_CPU_LEVEL") else { return Ok(Level::detected()) };
+        let names = Level::ALL.map(Level::name).join(", ");
+        let level = Level::ALL
+            .into_iter()
+            .find(|l| l.name() == wanted.trim())
+            .ok_or_else(|| format!("ROFORMER_CPU_LEVEL={wanted}: not a level (choices: {names})"))?;
+        if !level.supported() {
+            return Err(format!(
+                "ROFORMER_CPU_LEVEL={wanted}: this CPU does not run it (its best level is {})",
+                Level::detected().name()
+            ));
+        }
+        Ok(level)
+    }
+}
+
+/// The level the fused engine runs at, read once: `ROFORMER_CPU_LEVEL`, else the best this CPU
+/// has. An unusable setting is an error here, which every model load reports.
+pub(crate) fn configured_level() -> std::result::Result<Level, String> {
+    use std::sync::OnceLock;
+    static LEVEL: OnceLock<std::result::Result<Level, String>> = OnceLock::new();
+    LEVEL.get_or_init(Level::from_env).clone()
+}
+
+/// The level the elementwise kernels run at: the configured one (the detected one when the
+/// setting is unusable, which model loads refuse anyway). Only x86 has levels to pick between.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn level() -> Level {
+    configured_level().unwrap_or_else(|_| Level::detected())
+}
+
+/// Defines `$name` three times, compiled for AVX-512, for AVX2 + FMA and portably, and calls the
+/// one this CPU runs. The body is plain Rust that the compiler vectorises for each target.
+macro_rules! multiversion {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[inline(always)]
+            fn body($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+                use $crate::runtime::kernels::Level;
+                match $crate::runtime::kernels::level() {
+                    // SAFETY: the level in force is one this CPU supports (`Level::supported`), and
+                    // it has the features each variant is compiled for.
+                    Level::Avx512 | Level::Avx512Vnni => return unsafe { avx512($($arg),*) },
+                    Level::Avx2 | Level::AvxVnni => return unsafe { avx2($($arg),*) },
+                    Level::Portable => {}
+                }
+            }
+            body($($arg),*)
+        }
+    };
+}
+pub(crate) use multiversion;
+
+/// The levels a kernel test runs at: every one this CPU supports. Those it cannot run are named
+/// in the test's output, so a pass on a smaller CPU says what it did not cover.
+#[cfg(test)]
+pub(crate) fn tested_levels(what: &str) -> Vec<Level> {
+    let (run, skip): (Vec<Level>, Vec<Level>) = Level::ALL.into_iter().partition(|l| l.supported());
+    let names = |levels: &[Level]| levels.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ");
+    println!("{what}: runs at {}", names(&run));
+    if !skip.is_empty() {
+        println!("{what}: this CPU cannot run {}", names(&skip));
+    }
+    run
+}
+
+/// Reproducible values in [-0.5, 0.5) for kernel tests.
+#[cfg(test)]
+pub(crate) fn noise(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}

@@ -1,0 +1,8 @@
+//! The CPU runtime under the model: `engine` picks once per model between the fused `kernels`
+//! and Candle's ops, `ops` holds the Candle-side fallbacks that stay differentiable, and
+//! `quantization` the int8 option.
+
+pub(crate) mod engine;
+pub(crate) mod kernels;
+pub(crate) mod ops;
+pub(crate) mod quantization;
