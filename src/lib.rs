@@ -80,6 +80,6 @@ pub use pipelines::{
 pub use runtime::quantization::Quantization;
 
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "bundled-sst2"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -66,6 +66,23 @@ struct Weights {
 }
 
 /// The weights of one checkpoint, opened lazily: tensors are read when a model asks for them.
+///
+/// ```
+/// # #[cfg(feature = "bundled-sst2")]
+/// # fn main() -> roformer::Result<()> {
+/// use candle_core::{DType, Device};
+/// use roformer::{Checkpoint, Config, ModelFiles, RoFormerForSequenceClassification};
+///
+/// let files = ModelFiles::bundled_sst2()?; // Checkpoint::open("folder or weight file") on disk
+/// let checkpoint = Checkpoint::from_files(&files)?;
+/// assert!(checkpoint.tensor_names().iter().any(|n| n == "classifier.out_proj.weight"));
+/// let config = Config::from_files(&files)?;
+/// let model: RoFormerForSequenceClassification = checkpoint.load(&config, DType::F32, &Device::Cpu)?;
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "bundled-sst2"))]
+/// # fn main() {}
+/// ```
 #[derive(Clone)]
 pub struct Checkpoint {
     weights: Arc<Weights>,

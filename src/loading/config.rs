@@ -59,6 +59,17 @@ pub enum SummaryType {
 
 /// A RoFormer configuration: every `RoFormerConfig` field, plus the extras of junnyu's checkpoints.
 /// Keys this crate does not use are kept in `extra`, so a config saved again loses nothing.
+///
+/// ```
+/// # fn main() -> roformer::Result<()> {
+/// let config = roformer::Config::from_json(r#"{"hidden_size": 128, "num_attention_heads": 4, "num_hidden_layers": 2}"#)?;
+/// assert_eq!((config.head_dim(), config.vocab_size), (32, 50000));
+/// // A value the model cannot run with is an error naming the field.
+/// let e = roformer::Config::from_json(r#"{"hidden_size": 100, "num_attention_heads": 3}"#).unwrap_err();
+/// assert!(e.to_string().contains("hidden_size"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Config {

@@ -44,6 +44,28 @@ impl ClassificationHead {
 }
 
 /// Sequence classification or regression (transformers' `RoFormerForSequenceClassification`).
+///
+/// ```
+/// # #[cfg(feature = "bundled-sst2")]
+/// # fn main() -> roformer::Result<()> {
+/// use candle_core::{DType, Device, Tensor};
+/// use roformer::{load_dir, Inputs, RoFormerForSequenceClassification};
+///
+/// # let files = roformer::ModelFiles::bundled_sst2()?;
+/// # let config = roformer::Config::from_files(&files)?;
+/// # let model: RoFormerForSequenceClassification =
+/// #     roformer::Checkpoint::from_files(&files)?.load(&config, DType::F32, &Device::Cpu)?;
+/// # if false {
+/// let model: RoFormerForSequenceClassification = load_dir("path/to/checkpoint", DType::F32, &Device::Cpu)?;
+/// # }
+/// let input_ids = Tensor::new(&[[101u32, 2009, 2003, 102]], &Device::Cpu)?;
+/// let logits = model.forward(Inputs::new(&input_ids))?; // (batch, num_labels)
+/// assert_eq!(logits.dims(), &[1, 2]);
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "bundled-sst2"))]
+/// # fn main() {}
+/// ```
 #[derive(Debug)]
 pub struct RoFormerForSequenceClassification {
     roformer: RoFormerModel,

@@ -96,6 +96,28 @@ impl Clone for RoFormerModel {
 /// Attention is bidirectional whatever the config's `is_decoder` says: the causal mask belongs to
 /// [`crate::RoFormerForCausalLM`], and junnyu's sim checkpoints, whose configs set `is_decoder`,
 /// encode sentences bidirectionally.
+///
+/// Any checkpoint's encoder loads as a `RoFormerModel` (a task model's `roformer.` prefix is
+/// resolved), and runs on token ids from the checkpoint's [`crate::Tokenizer`]:
+///
+/// ```
+/// # #[cfg(feature = "bundled-sst2")]
+/// # fn main() -> roformer::Result<()> {
+/// use candle_core::{DType, Device, Tensor};
+/// use roformer::{Checkpoint, Config, Inputs, ModelFiles, RoFormerModel, Tokenizer};
+///
+/// let files = ModelFiles::bundled_sst2()?; // or ModelFiles::from_dir("path/to/checkpoint")
+/// let config = Config::from_files(&files)?;
+/// let model: RoFormerModel = Checkpoint::from_files(&files)?.load(&config, DType::F32, &Device::Cpu)?;
+/// let ids = Tokenizer::from_files(&files)?.encode("a gorgeous , witty movie .")?.input_ids;
+/// let input_ids = Tensor::new(ids.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
+/// let hidden = model.forward(Inputs::new(&input_ids))?; // (batch, seq, hidden)
+/// assert_eq!(hidden.dims(), &[1, ids.len(), config.hidden_size]);
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "bundled-sst2"))]
+/// # fn main() {}
+/// ```
 #[derive(Debug)]
 pub struct RoFormerModel {
     embeddings: Embeddings,

@@ -23,6 +23,17 @@ pub struct MaskCandidate {
 }
 
 /// Fills `[MASK]` tokens with a masked-LM checkpoint (v1 or v2).
+///
+/// ```no_run
+/// # fn main() -> roformer::Result<()> {
+/// let fill = roformer::FillMask::from_pretrained("junnyu/roformer_chinese_base")?;
+/// // One list per text, one per [MASK] in it, the top 5 tokens of each.
+/// for candidate in &fill.fill(&["今天[MASK]很好"], 5)?[0][0] {
+///     println!("{} {:.3}", candidate.token, candidate.score);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct FillMask {
     pipeline: Pipeline<RoFormerForMaskedLM>,

@@ -26,9 +26,11 @@ fn read_folder(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+#[cfg(feature = "bundled-sst2")]
 const SENTENCES: [&str; 4] =
     ["a gorgeous , witty movie .", "a chore .", "it 's a charming and often affecting journey .", ""];
 
+#[cfg(feature = "bundled-sst2")]
 #[test]
 fn the_built_in_model_gives_the_same_logits_as_its_folder_on_disk() -> roformer::Result<()> {
     let disk = TextClassifier::from_pretrained(concat!(env!("CARGO_MANIFEST_DIR"), "/models/roformer-sst2"))?;
@@ -44,6 +46,7 @@ fn the_built_in_model_gives_the_same_logits_as_its_folder_on_disk() -> roformer:
     Ok(())
 }
 
+#[cfg(feature = "bundled-sst2")]
 #[test]
 fn the_built_in_model_takes_options_like_any_folder() -> roformer::Result<()> {
     let int8 = PipelineOptions::default().with_quantization(roformer::Quantization::Int8).with_threads(1);

@@ -145,7 +145,22 @@ impl Default for TokenizerOptions {
 
 type Inner = TokenizerImpl<ModelWrapper, NormalizerWrapper, PreTok, PostProcessorWrapper, DecoderWrapper>;
 
-/// A tokenizer for RoFormer checkpoints.
+/// A tokenizer for RoFormer checkpoints: the ids transformers' tokenizer gives (BERT WordPiece,
+/// and jieba before it for the word-level Chinese vocabularies).
+///
+/// ```
+/// # #[cfg(feature = "bundled-sst2")]
+/// # fn main() -> roformer::Result<()> {
+/// let tokenizer = roformer::Tokenizer::from_files(&roformer::ModelFiles::bundled_sst2()?)?;
+/// // Tokenizer::from_dir("path/to/checkpoint") on disk
+/// let encoded = tokenizer.encode_pair("a gorgeous movie", "a chore")?;
+/// assert_eq!(tokenizer.tokenize("a gorgeous movie")?, ["a", "gorgeous", "movie"]);
+/// assert_eq!(encoded.input_ids.len(), encoded.token_type_ids.len());
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "bundled-sst2"))]
+/// # fn main() {}
+/// ```
 #[derive(Clone)]
 pub struct Tokenizer {
     inner: Inner,
