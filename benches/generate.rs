@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use candle_core::{DType, Device};
-use roformer::{load_dir, GenerationOptions, Quantization, RoFormerForCausalLM, Sampling};
+use roformer::{load_dir, GenerationOptions, Quantization, RoFormerForCausalLM, Sampling, TaskModel};
 
 const SAMPLES: usize = 32;
 

@@ -60,7 +60,7 @@ pub mod training;
 pub use error::{BoxError, Error, HubErrorKind, Result};
 pub use generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
 pub use generation::{GenerationOptions, Sampling};
-pub use loading::checkpoint::{load_dir, Checkpoint, Load};
+pub use loading::checkpoint::{load_dir, Checkpoint};
 pub use loading::config::{Config, NormType, ProblemType, SummaryType};
 pub use loading::hub::options::{DownloadProgress, HubOptions};
 pub use loading::model_files::ModelFiles;
@@ -72,10 +72,12 @@ pub use model::heads::{
 };
 pub use model::roformer::{Inputs, Pooler, RoFormerModel};
 pub use model::rope_scaling::{RopeScaling, Yarn};
+pub use model::task::TaskModel;
 pub use pipelines::{
     cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate,
-    Paraphrase, Paraphraser, PipelineOptions, Pooling, Prompt, QuestionAnswerer, QuestionAnswererOptions,
-    Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier, TokenClassifierOptions,
+    Paraphrase, Paraphraser, Pipeline, PipelineOptions, Pooling, Prompt, QuestionAnswerer,
+    QuestionAnswererOptions, Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier,
+    TokenClassifierOptions,
 };
 pub use runtime::quantization::Quantization;
 

@@ -7,9 +7,9 @@ use candle_nn::VarBuilder;
 
 use crate::error::Result;
 use crate::loading::config::Config;
-use crate::model::heads::{impl_quantize, MaskedLmHead, RoFormerForMaskedLM};
+use crate::model::heads::{MaskedLmHead, RoFormerForMaskedLM};
 use crate::model::roformer::{Inputs, RoFormerModel};
-use crate::runtime::quantization::{Quantization, Quantize};
+use crate::model::task::TaskModel;
 
 /// Which earlier positions a generated token attends to, and its token type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +27,20 @@ pub struct RoFormerForCausalLM {
     roformer: RoFormerModel,
     cls: MaskedLmHead,
     mode: GenerationMode,
+}
+
+impl TaskModel for RoFormerForCausalLM {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        RoFormerForCausalLM::load(vb, config)
+    }
+
+    fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
+    fn roformer_mut(&mut self) -> &mut RoFormerModel {
+        &mut self.roformer
+    }
 }
 
 impl RoFormerForCausalLM {
@@ -55,20 +69,8 @@ impl RoFormerForCausalLM {
         self.cls.forward(hidden)
     }
 
-    /// The encoder under the head.
-    pub fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
-    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-        self.roformer.quantize(quantization)
-    }
-
     /// Next-token scores, (batch, seq, vocab_size).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
         Ok(self.cls.forward(&self.roformer.run(&self.roformer.batch(inputs)?, true, None, None)?)?)
     }
 }
-
-impl_quantize!(RoFormerForCausalLM);

@@ -17,6 +17,7 @@ use candle_core::{DType, Tensor};
 use crate::error::{Error, Result};
 use crate::generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
 use crate::model::layers::SplitMix64;
+use crate::model::task::TaskModel;
 
 /// How the next token is picked from the scores.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -348,6 +349,7 @@ mod cache_tests {
     use candle_core::{DType, Device, Tensor};
 
     use crate::generation::causal_lm::RoFormerForCausalLM;
+    use crate::model::task::TaskModel;
 
     /// The scores after each prefix of `tokens`: with the cache (the source once, then one token
     /// per step), or recomputing the whole sequence each time with the same mask.

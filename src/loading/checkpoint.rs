@@ -16,37 +16,11 @@ use crate::error::{Error, Result};
 use crate::loading::config::Config;
 use crate::loading::layout::{is_shard_index, shard_names, WEIGHT_FILES};
 use crate::loading::model_files::ModelFiles;
+use crate::model::task::TaskModel;
 
 /// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
 /// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
 const BASE_PREFIX: &str = "roformer.";
-
-/// A model built from the weights under a `VarBuilder` at a checkpoint's root: the same as each
-/// model's inherent `load`, for code generic over models ([`Checkpoint::load`], [`load_dir`]).
-pub trait Load: Sized {
-    /// Builds the model from the weights under `vb`.
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self>;
-}
-
-macro_rules! impl_load {
-    ($($ty:ty),* $(,)?) => {$(
-        impl Load for $ty {
-            fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-                <$ty>::load(vb, config)
-            }
-        }
-    )*};
-}
-
-impl_load!(
-    crate::model::roformer::RoFormerModel,
-    crate::model::heads::RoFormerForSequenceClassification,
-    crate::model::heads::RoFormerForTokenClassification,
-    crate::model::heads::RoFormerForMaskedLM,
-    crate::generation::causal_lm::RoFormerForCausalLM,
-    crate::model::heads::RoFormerForQuestionAnswering,
-    crate::model::heads::RoFormerForMultipleChoice,
-);
 
 enum WeightFile {
     Safetensors(MmapedSafetensors),
@@ -181,7 +155,7 @@ impl Checkpoint {
     /// Tensors the model does not use are reported as transformers does: a warning through the
     /// `log` crate naming them, and an error when they are encoder layers, since then the config
     /// disagrees with the weights (a `num_hidden_layers` too small, say).
-    pub fn load<M: Load>(&self, config: &Config, dtype: DType, device: &Device) -> Result<M> {
+    pub fn load<M: TaskModel>(&self, config: &Config, dtype: DType, device: &Device) -> Result<M> {
         let backend = Backend::new(self.weights.clone());
         let (error, used) = (backend.error.clone(), backend.used.clone());
         let vb = VarBuilder::from_backend(Box::new(backend), dtype, device.clone());
@@ -239,7 +213,7 @@ fn abbreviate(names: &[&String]) -> String {
 }
 
 /// Loads `config.json` and the weights of a checkpoint folder into model `M`.
-pub fn load_dir<M: Load>(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<M> {
+pub fn load_dir<M: TaskModel>(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<M> {
     let dir = dir.as_ref();
     let config = Config::from_file(dir.join("config.json"))?;
     Checkpoint::open(dir)?.load(&config, dtype, device)

@@ -9,8 +9,8 @@ use crate::model::activation::Activation;
 use crate::model::batching::Batch;
 use crate::model::layers::{DropoutRng, Linear, Norm};
 use crate::model::roformer::{Inputs, RoFormerModel};
+use crate::model::task::TaskModel;
 use crate::runtime::engine::Engine;
-use crate::runtime::quantization::{Quantization, Quantize};
 
 /// `classifier`: `[CLS]` -> dense -> hidden_act -> out_proj (hidden_act, not BERT's tanh).
 #[derive(Debug, Clone)]
@@ -72,22 +72,26 @@ pub struct RoFormerForSequenceClassification {
     classifier: ClassificationHead,
 }
 
+impl TaskModel for RoFormerForSequenceClassification {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        RoFormerForSequenceClassification::load(vb, config)
+    }
+
+    fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
+    fn roformer_mut(&mut self) -> &mut RoFormerModel {
+        &mut self.roformer
+    }
+}
+
 impl RoFormerForSequenceClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
         let roformer = RoFormerModel::load(vb.pp("roformer"), config)?;
         let classifier = ClassificationHead::load(vb.pp("classifier"), config, roformer.engine())?;
         Ok(Self { roformer, classifier })
-    }
-
-    /// The encoder under the head.
-    pub fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
-    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-        self.roformer.quantize(quantization)
     }
 
     /// Logits, (batch, num_labels).
@@ -109,6 +113,20 @@ pub struct RoFormerForTokenClassification {
     classifier: Linear,
 }
 
+impl TaskModel for RoFormerForTokenClassification {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        RoFormerForTokenClassification::load(vb, config)
+    }
+
+    fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
+    fn roformer_mut(&mut self) -> &mut RoFormerModel {
+        &mut self.roformer
+    }
+}
+
 impl RoFormerForTokenClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
@@ -116,16 +134,6 @@ impl RoFormerForTokenClassification {
         let (h, labels, engine) = (config.hidden_size, config.num_labels(), roformer.engine());
         let classifier = Linear::load(vb.pp("classifier"), h, labels, true, config, engine)?;
         Ok(Self { roformer, classifier })
-    }
-
-    /// The encoder under the head.
-    pub fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
-    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-        self.roformer.quantize(quantization)
     }
 
     /// Logits, (batch, seq, num_labels).
@@ -202,6 +210,20 @@ pub struct RoFormerForMaskedLM {
     cls: MaskedLmHead,
 }
 
+impl TaskModel for RoFormerForMaskedLM {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        RoFormerForMaskedLM::load(vb, config)
+    }
+
+    fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
+    fn roformer_mut(&mut self) -> &mut RoFormerModel {
+        &mut self.roformer
+    }
+}
+
 impl RoFormerForMaskedLM {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
@@ -213,16 +235,6 @@ impl RoFormerForMaskedLM {
             roformer.engine(),
         )?;
         Ok(Self { roformer, cls })
-    }
-
-    /// The encoder under the head.
-    pub fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
-    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-        self.roformer.quantize(quantization)
     }
 
     /// Prediction scores, (batch, seq, vocab_size).
@@ -248,6 +260,20 @@ pub struct RoFormerForQuestionAnswering {
     qa_outputs: Linear,
 }
 
+impl TaskModel for RoFormerForQuestionAnswering {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        RoFormerForQuestionAnswering::load(vb, config)
+    }
+
+    fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
+    fn roformer_mut(&mut self) -> &mut RoFormerModel {
+        &mut self.roformer
+    }
+}
+
 impl RoFormerForQuestionAnswering {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
@@ -257,16 +283,6 @@ impl RoFormerForQuestionAnswering {
             qa_outputs: Linear::load(vb.pp("qa_outputs"), config.hidden_size, 2, true, config, engine)?,
             roformer,
         })
-    }
-
-    /// The encoder under the head.
-    pub fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
-    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-        self.roformer.quantize(quantization)
     }
 
     /// Start and end logits, each (batch, seq).
@@ -294,6 +310,20 @@ pub struct RoFormerForMultipleChoice {
     classifier: Linear,
 }
 
+impl TaskModel for RoFormerForMultipleChoice {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        RoFormerForMultipleChoice::load(vb, config)
+    }
+
+    fn roformer(&self) -> &RoFormerModel {
+        &self.roformer
+    }
+
+    fn roformer_mut(&mut self) -> &mut RoFormerModel {
+        &mut self.roformer
+    }
+}
+
 impl RoFormerForMultipleChoice {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
     pub fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
@@ -313,16 +343,6 @@ impl RoFormerForMultipleChoice {
             summary_activation: config.summary_activation,
             classifier: Linear::load(vb.pp("classifier"), h, 1, true, config, engine)?,
         })
-    }
-
-    /// The encoder under the head.
-    pub fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    /// Quantizes the encoder (see [`RoFormerModel::quantize`]); the head stays in f32.
-    pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-        self.roformer.quantize(quantization)
     }
 
     /// `input_ids` etc. are (batch, num_choices, seq); the result is (batch, num_choices).
@@ -358,24 +378,3 @@ impl RoFormerForMultipleChoice {
         Ok(self.classifier.forward(&pooled)?.reshape((batch, choices))?)
     }
 }
-
-macro_rules! impl_quantize {
-    ($($ty:ty),* $(,)?) => {$(
-        impl Quantize for $ty {
-            fn quantize(&mut self, quantization: Quantization) -> Result<()> {
-                <$ty>::quantize(self, quantization)
-            }
-        }
-    )*};
-}
-
-// `RoFormerForCausalLM` gets its impl in generation/causal_lm.rs, with the type.
-impl_quantize!(
-    RoFormerModel,
-    RoFormerForSequenceClassification,
-    RoFormerForTokenClassification,
-    RoFormerForMaskedLM,
-    RoFormerForQuestionAnswering,
-    RoFormerForMultipleChoice,
-);
-pub(crate) use impl_quantize;

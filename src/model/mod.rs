@@ -1,7 +1,8 @@
 //! The RoFormer network, one small type per component: `embeddings`, `attention` (with `rotary`
 //! and `rope_scaling`), `encoder`, the bare model (`roformer`) and the task `heads`, built from
 //! `layers` and `activation`. `batching` packs tokenized texts into a model's input and `pass`
-//! carries one forward pass's mask and caches through the blocks.
+//! carries one forward pass's mask and caches through the blocks. `task` is what they all are to
+//! the loaders and pipelines.
 
 pub(crate) mod activation;
 pub(crate) mod attention;
@@ -14,3 +15,4 @@ pub(crate) mod pass;
 pub(crate) mod roformer;
 pub(crate) mod rope_scaling;
 pub(crate) mod rotary;
+pub(crate) mod task;

@@ -4,10 +4,9 @@ use std::path::Path;
 
 use candle_core::DType;
 
-use super::{Pipeline, PipelineOptions};
+use super::core::Pipeline;
+use super::options::PipelineOptions;
 use crate::error::{Error, Result};
-use crate::loading::config::Config;
-use crate::loading::tokenizer::Tokenizer;
 use crate::model::heads::RoFormerForMaskedLM;
 
 /// One candidate for a `[MASK]`.
@@ -56,8 +55,7 @@ impl FillMask {
         let tokenizer = &pipeline.tokenizer;
         let mask_id = tokenizer.token_id(&tokenizer.special_tokens().mask)?;
         let encodings = tokenizer.encode_batch(texts)?;
-        let packed = pipeline.model.roformer().packs_batches();
-        pipeline.run(&encodings, packed, |batch, encodings| {
+        pipeline.run(&encodings, |batch, encodings| {
             let logits = pipeline.model.run(batch)?;
             let mut rows = Vec::with_capacity(encodings.len());
             for (b, e) in encodings.iter().enumerate() {
@@ -84,29 +82,14 @@ impl FillMask {
             Ok(rows)
         })
     }
+}
 
-    /// Inputs are truncated to this many tokens, special tokens included.
-    pub fn max_length(&self) -> usize {
-        self.pipeline.max_length
-    }
+impl std::ops::Deref for FillMask {
+    type Target = Pipeline<RoFormerForMaskedLM>;
 
-    /// The checkpoint's configuration.
-    pub fn config(&self) -> &Config {
-        &self.pipeline.config
-    }
-
-    /// The tokenizer, truncating to the pipeline's max_length.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.pipeline.tokenizer
-    }
-
-    /// The masked LM.
-    pub fn model(&self) -> &RoFormerForMaskedLM {
-        &self.pipeline.model
-    }
-
-    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
-    pub fn path(&self) -> &Path {
-        self.pipeline.files.root()
+    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
+    /// `max_length()`.
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
     }
 }

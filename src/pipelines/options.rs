@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use candle_core::{DType, Device};
 
+use crate::error::{Error, Result};
 use crate::loading::hub::options::HubOptions;
 use crate::model::rope_scaling::RopeScaling;
-use crate::pipelines::Pooling;
 use crate::runtime::quantization::Quantization;
 
 /// Where and how a pipeline runs. Start from `PipelineOptions::default()` and chain `with_*`:
@@ -182,5 +182,28 @@ impl PipelineOptions {
     pub fn with_token(mut self, token: impl Into<String>) -> Self {
         self.hub.token = Some(token.into());
         self
+    }
+}
+
+/// How a sentence encoder turns token states into one vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// The `[CLS]` token's last hidden state.
+    Cls,
+    /// The mean of the last hidden states of real (unpadded) tokens.
+    Mean,
+    /// junnyu's pooler (`roformer.pooler.dense`) on `[CLS]`, as the sim checkpoints use.
+    Pooler,
+}
+
+impl std::str::FromStr for Pooling {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cls" => Ok(Pooling::Cls),
+            "mean" => Ok(Pooling::Mean),
+            "pooler" => Ok(Pooling::Pooler),
+            _ => Err(Error::Input(format!("unknown pooling `{s}` (cls, mean or pooler)"))),
+        }
     }
 }

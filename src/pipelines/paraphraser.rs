@@ -4,12 +4,14 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::{cosine_similarity, Pipeline, PipelineOptions, SentenceEncoder};
+use super::core::Pipeline;
+use super::options::PipelineOptions;
+use super::sentence_encoder::{cosine_similarity, SentenceEncoder};
 use crate::error::{Error, Result};
 use crate::generation::causal_lm::RoFormerForCausalLM;
 use crate::generation::GenerationOptions;
 use crate::loading::tokenizer::jieba::is_cjk;
-use crate::loading::tokenizer::Tokenizer;
+use crate::model::task::TaskModel;
 
 /// One generated sentence.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,14 +140,14 @@ impl Paraphraser {
             .map(|(_, &c)| c)
             .collect())
     }
+}
 
-    /// The tokenizer the pipeline uses.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.pipeline.tokenizer
-    }
+impl std::ops::Deref for Paraphraser {
+    type Target = Pipeline<RoFormerForCausalLM>;
 
-    /// The causal-LM model.
-    pub fn model(&self) -> &RoFormerForCausalLM {
-        &self.pipeline.model
+    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
+    /// `max_length()`.
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
     }
 }

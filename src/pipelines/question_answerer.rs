@@ -5,10 +5,10 @@ use std::path::Path;
 use candle_core::DType;
 use tokenizers::Encoding;
 
-use super::{Pipeline, PipelineOptions};
+use super::core::Pipeline;
+use super::options::PipelineOptions;
 use crate::error::{Error, Result};
-use crate::loading::config::Config;
-use crate::loading::tokenizer::{Encoded, Tokenizer};
+use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForQuestionAnswering;
 
 /// What [`QuestionAnswerer::answer_with`] returns, with transformers' defaults. Start from
@@ -159,8 +159,7 @@ impl QuestionAnswerer {
             windows.extend(encodings);
         }
         let encoded: Vec<Encoded> = windows.iter().map(Encoded::from_encoding).collect();
-        let packed = pipeline.model.roformer().packs_batches();
-        let logits = pipeline.run(&encoded, packed, |batch, encodings| {
+        let logits = pipeline.run(&encoded, |batch, encodings| {
             let logits = pipeline.model.run(batch)?.to_dtype(DType::F32)?;
             encodings
                 .iter()
@@ -196,31 +195,6 @@ impl QuestionAnswerer {
             )));
         }
         Ok((max_seq_len, doc_stride))
-    }
-
-    /// Inputs are truncated to this many tokens, special tokens included.
-    pub fn max_length(&self) -> usize {
-        self.pipeline.max_length
-    }
-
-    /// The checkpoint's configuration.
-    pub fn config(&self) -> &Config {
-        &self.pipeline.config
-    }
-
-    /// The tokenizer.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.pipeline.tokenizer
-    }
-
-    /// The question-answering model.
-    pub fn model(&self) -> &RoFormerForQuestionAnswering {
-        &self.pipeline.model
-    }
-
-    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
-    pub fn path(&self) -> &Path {
-        self.pipeline.files.root()
     }
 }
 
@@ -309,5 +283,15 @@ fn span_chars(encoding: &Encoding, s: usize, e: usize, align_to_words: bool) -> 
     match (word_tokens(s), word_tokens(e)) {
         (Some((first, _)), Some((_, last))) => (offsets[first].0, offsets[last].1),
         _ => (offsets[s].0, offsets[e].1),
+    }
+}
+
+impl std::ops::Deref for QuestionAnswerer {
+    type Target = Pipeline<RoFormerForQuestionAnswering>;
+
+    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
+    /// `max_length()`.
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
     }
 }

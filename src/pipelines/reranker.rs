@@ -4,11 +4,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{PipelineOptions, TextClassifier};
+use super::core::Pipeline;
+use super::options::PipelineOptions;
+use super::text_classifier::TextClassifier;
 use crate::error::{Error, Result};
-use crate::loading::config::Config;
 use crate::loading::model_files::ModelFiles;
-use crate::loading::tokenizer::Tokenizer;
+use crate::model::heads::RoFormerForSequenceClassification;
 
 /// A cross-encoder: a sequence-classification checkpoint with one label, scoring how well a text
 /// answers a query. Pairs are encoded query first, as sentence-transformers' `CrossEncoder`
@@ -93,29 +94,9 @@ impl Reranker {
         Ok(ranked(self.predict_raw(&pairs(query, texts))?))
     }
 
-    /// Pairs are truncated to this many tokens, special tokens included.
-    pub fn max_length(&self) -> usize {
-        self.classifier.max_length()
-    }
-
-    /// The checkpoint's configuration.
-    pub fn config(&self) -> &Config {
-        self.classifier.config()
-    }
-
-    /// The tokenizer, truncating to the pipeline's max_length.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        self.classifier.tokenizer()
-    }
-
     /// The classifier underneath.
     pub fn classifier(&self) -> &TextClassifier {
         &self.classifier
-    }
-
-    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
-    pub fn path(&self) -> &Path {
-        self.classifier.path()
     }
 }
 
@@ -159,6 +140,16 @@ fn sigmoid_by_default(files: &ModelFiles) -> Result<bool> {
         }
     }
     Ok(true)
+}
+
+impl std::ops::Deref for Reranker {
+    type Target = Pipeline<RoFormerForSequenceClassification>;
+
+    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
+    /// `max_length()`.
+    fn deref(&self) -> &Self::Target {
+        &self.classifier.pipeline
+    }
 }
 
 #[cfg(test)]

@@ -5,36 +5,15 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Tensor};
 
+use super::core::Pipeline;
+use super::options::{PipelineOptions, Pooling};
 use super::sentence_transformers::{self as st, Module, Normalize, SentenceTransformers};
-use super::{Pipeline, PipelineOptions, TextClassifier};
+use super::text_classifier::TextClassifier;
 use crate::error::{Error, Result};
-use crate::loading::config::Config;
 use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::{Encoded, Tokenizer, Truncation};
 use crate::model::roformer::RoFormerModel;
-
-/// How a sentence encoder turns token states into one vector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pooling {
-    /// The `[CLS]` token's last hidden state.
-    Cls,
-    /// The mean of the last hidden states of real (unpadded) tokens.
-    Mean,
-    /// junnyu's pooler (`roformer.pooler.dense`) on `[CLS]`, as the sim checkpoints use.
-    Pooler,
-}
-
-impl std::str::FromStr for Pooling {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "cls" => Ok(Pooling::Cls),
-            "mean" => Ok(Pooling::Mean),
-            "pooler" => Ok(Pooling::Pooler),
-            _ => Err(Error::Input(format!("unknown pooling `{s}` (cls, mean or pooler)"))),
-        }
-    }
-}
+use crate::model::task::TaskModel;
 
 /// Sentence embeddings from any RoFormer checkpoint: a bare encoder, a task model through its
 /// encoder, or a sentence-transformers folder.
@@ -282,8 +261,7 @@ impl SentenceEncoder {
 
     fn embed(&self, encodings: &[Encoded], prompt_tokens: usize) -> Result<Vec<Vec<f32>>> {
         let pipeline = &self.pipeline;
-        let packed = pipeline.model.packs_batches();
-        pipeline.run(encodings, packed, |batch, encodings| {
+        pipeline.run(encodings, |batch, encodings| {
             let hidden = pipeline.model.run(batch, false, None, None)?;
             let mut pooled = match &self.pooling {
                 Pool::Plain(Pooling::Cls) => batch.first_tokens(&hidden)?,
@@ -332,11 +310,6 @@ impl SentenceEncoder {
             || (self.truncate_dim.is_none() && matches!(self.modules.last(), Some(Module::Normalize(_))))
     }
 
-    /// Inputs are truncated to this many tokens, special tokens included.
-    pub fn max_length(&self) -> usize {
-        self.pipeline.max_length
-    }
-
     /// The length of each embedding.
     pub fn dim(&self) -> usize {
         self.truncate_dim.unwrap_or_else(|| self.full_dim())
@@ -351,26 +324,6 @@ impl SentenceEncoder {
         };
         self.modules.iter().fold(pooled, |dim, m| m.out_dim(dim))
     }
-
-    /// The checkpoint's configuration.
-    pub fn config(&self) -> &Config {
-        &self.pipeline.config
-    }
-
-    /// The tokenizer, truncating to the pipeline's max_length.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.pipeline.tokenizer
-    }
-
-    /// The encoder.
-    pub fn model(&self) -> &RoFormerModel {
-        &self.pipeline.model
-    }
-
-    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
-    pub fn path(&self) -> &Path {
-        self.pipeline.files.root()
-    }
 }
 
 /// Cosine similarity of two vectors (0 when either is all zeros).
@@ -382,5 +335,15 @@ pub fn cosine_similarity(a: &[f32], b: &[f32]) -> f32 {
         0.0
     } else {
         dot / denom
+    }
+}
+
+impl std::ops::Deref for SentenceEncoder {
+    type Target = Pipeline<RoFormerModel>;
+
+    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
+    /// `max_length()`.
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
     }
 }

@@ -4,11 +4,12 @@ use std::path::Path;
 
 use candle_core::DType;
 
-use super::{Pipeline, PipelineOptions};
+use super::core::Pipeline;
+use super::options::PipelineOptions;
 use crate::error::Result;
 use crate::loading::config::{Config, ProblemType};
 use crate::loading::model_files::ModelFiles;
-use crate::loading::tokenizer::{Encoded, Tokenizer};
+use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForSequenceClassification;
 
 /// Sequence classification: single sentences or pairs; single-label, multi-label or regression,
@@ -144,8 +145,7 @@ impl TextClassifier {
     /// One prediction per encoding from [`TextClassifier::tokenizer`], in input order.
     pub fn classify_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Classification>> {
         let pipeline = &self.pipeline;
-        let packed = pipeline.model.roformer().packs_batches();
-        pipeline.run(encodings, packed, |batch, encodings| {
+        pipeline.run(encodings, |batch, encodings| {
             let logits = pipeline.model.run(batch, None)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
             Ok(logits
                 .into_iter()
@@ -155,34 +155,19 @@ impl TextClassifier {
         })
     }
 
-    /// Inputs are truncated to this many tokens, special tokens included.
-    pub fn max_length(&self) -> usize {
-        self.pipeline.max_length
-    }
-
     /// Single-label, multi-label or regression.
     pub fn problem_type(&self) -> ProblemType {
         self.pipeline.config.problem_type()
     }
+}
 
-    /// The checkpoint's configuration: labels, problem type.
-    pub fn config(&self) -> &Config {
-        &self.pipeline.config
-    }
+impl std::ops::Deref for TextClassifier {
+    type Target = Pipeline<RoFormerForSequenceClassification>;
 
-    /// The tokenizer, truncating to the pipeline's max_length.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.pipeline.tokenizer
-    }
-
-    /// The classifier.
-    pub fn model(&self) -> &RoFormerForSequenceClassification {
-        &self.pipeline.model
-    }
-
-    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
-    pub fn path(&self) -> &Path {
-        self.pipeline.files.root()
+    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
+    /// `max_length()`.
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
     }
 }
 

@@ -6,10 +6,10 @@ use std::str::FromStr;
 use candle_core::DType;
 use tokenizers::Encoding;
 
-use super::{Pipeline, PipelineOptions};
+use super::core::Pipeline;
+use super::options::PipelineOptions;
 use crate::error::{Error, Result};
-use crate::loading::config::Config;
-use crate::loading::tokenizer::{Encoded, Tokenizer};
+use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForTokenClassification;
 
 /// How tokens become entities, as transformers' `aggregation_strategy` names them.
@@ -177,8 +177,7 @@ impl TokenClassifier {
         let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
         let encodings = pipeline.tokenizer.encodings(&texts, None)?;
         let encoded: Vec<Encoded> = encodings.iter().map(Encoded::from_encoding).collect();
-        let packed = pipeline.model.roformer().packs_batches();
-        let scores = pipeline.run(&encoded, packed, |batch, encodings| {
+        let scores = pipeline.run(&encoded, |batch, encodings| {
             let logits = pipeline.model.run(batch)?.to_dtype(DType::F32)?;
             let rows = encodings
                 .iter()
@@ -329,31 +328,6 @@ impl TokenClassifier {
             })
             .collect()
     }
-
-    /// Inputs are truncated to this many tokens, special tokens included.
-    pub fn max_length(&self) -> usize {
-        self.pipeline.max_length
-    }
-
-    /// The checkpoint's configuration: its labels.
-    pub fn config(&self) -> &Config {
-        &self.pipeline.config
-    }
-
-    /// The tokenizer, truncating to the pipeline's max_length.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.pipeline.tokenizer
-    }
-
-    /// The token classifier.
-    pub fn model(&self) -> &RoFormerForTokenClassification {
-        &self.pipeline.model
-    }
-
-    /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot).
-    pub fn path(&self) -> &Path {
-        self.pipeline.files.root()
-    }
 }
 
 /// `get_tag`: `B-PER` is ("B", "PER"), `I-PER` ("I", "PER"), and a label without either prefix
@@ -394,6 +368,16 @@ fn nanmean(xs: impl Iterator<Item = f32>) -> f32 {
         f32::NAN
     } else {
         (sum / n as f64) as f32
+    }
+}
+
+impl std::ops::Deref for TokenClassifier {
+    type Target = Pipeline<RoFormerForTokenClassification>;
+
+    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
+    /// `max_length()`.
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
     }
 }
 

@@ -34,8 +34,3 @@ impl std::fmt::Display for Quantization {
         })
     }
 }
-
-/// Models whose encoder can be quantized.
-pub(crate) trait Quantize {
-    fn quantize(&mut self, quantization: Quantization) -> Result<()>;
-}

@@ -6,7 +6,7 @@ use candle_core::{DType, Module, Tensor};
 use roformer::{
     load_dir, Inputs, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice,
     RoFormerForQuestionAnswering, RoFormerForSequenceClassification, RoFormerForTokenClassification,
-    RoFormerModel,
+    RoFormerModel, TaskModel,
 };
 
 fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {

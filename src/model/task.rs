@@ -1,0 +1,61 @@
+//! What every RoFormer model is, the bare encoder and each task head on it: built from a
+//! checkpoint's weights, with an encoder to reach and to quantize. [`crate::Checkpoint::load`] and
+//! the pipelines are generic over it, so a new head is its own file and this one `impl`.
+
+use candle_nn::VarBuilder;
+
+use crate::error::Result;
+use crate::loading::config::Config;
+use crate::model::roformer::RoFormerModel;
+use crate::runtime::quantization::Quantization;
+
+/// A RoFormer model: [`RoFormerModel`] or a task head on it.
+///
+/// ```
+/// # #[cfg(feature = "bundled-sst2")]
+/// # fn main() -> roformer::Result<()> {
+/// use candle_core::{DType, Device};
+/// use roformer::{Checkpoint, Config, ModelFiles, Quantization, RoFormerForSequenceClassification, TaskModel};
+///
+/// let files = ModelFiles::bundled_sst2()?;
+/// let config = Config::from_files(&files)?;
+/// let mut model: RoFormerForSequenceClassification =
+///     Checkpoint::from_files(&files)?.load(&config, DType::F32, &Device::Cpu)?;
+/// model.quantize(Quantization::Int8)?; // the encoder's linear layers; the head stays in f32
+/// assert_eq!(model.roformer().config().hidden_size, 128);
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "bundled-sst2"))]
+/// # fn main() {}
+/// ```
+pub trait TaskModel: Sized {
+    /// Builds the model from the weights under `vb`, a checkpoint's root (the head's inherent
+    /// `load`).
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self>;
+
+    /// The encoder under the head (the model itself for [`RoFormerModel`]).
+    fn roformer(&self) -> &RoFormerModel;
+
+    /// The encoder, to change in place.
+    fn roformer_mut(&mut self) -> &mut RoFormerModel;
+
+    /// Switches the encoder's linear layers to `quantization` (see [`RoFormerModel::quantize`]);
+    /// heads stay in f32.
+    fn quantize(&mut self, quantization: Quantization) -> Result<()> {
+        self.roformer_mut().quantize(quantization)
+    }
+}
+
+impl TaskModel for RoFormerModel {
+    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+        RoFormerModel::load(vb, config)
+    }
+
+    fn roformer(&self) -> &RoFormerModel {
+        self
+    }
+
+    fn roformer_mut(&mut self) -> &mut RoFormerModel {
+        self
+    }
+}
