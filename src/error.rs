@@ -71,8 +71,28 @@ pub enum Error {
         /// The tokenizers library's error, if it raised one.
         source: Option<BoxError>,
     },
-    /// Input to a forward pass or pipeline is invalid (shapes, sizes, options).
+    /// Input to a forward pass or pipeline is invalid: a tensor's shape, an empty text, a token id
+    /// past the vocabulary, a text too long for what is asked.
     Input(String),
+    /// An option or argument is out of its range or unknown (a batch size of 0, a pooling name).
+    InvalidOption {
+        /// The option, as its `with_*` builder or field names it (`batch_size`, `pooling`, ...).
+        option: String,
+        /// What is wrong with its value.
+        message: String,
+    },
+    /// A prompt name the model folder does not have.
+    UnknownPrompt {
+        /// The name asked for.
+        name: String,
+        /// The folder's prompt names, sorted (empty when it has none).
+        known: Vec<String>,
+        /// The folder's `config_sentence_transformers.json` (where the prompts would be).
+        path: PathBuf,
+    },
+    /// The model, as loaded, cannot do what is asked: quantize weights loaded for training, in half
+    /// precision or on a GPU; pool with a pooler the checkpoint lacks.
+    Unsupported(String),
     /// A file could not be fetched from the Hugging Face Hub.
     Hub {
         /// `id@revision`: the repo and the branch, tag, commit or `refs/pr/N` asked for.
@@ -150,6 +170,17 @@ impl std::fmt::Display for Error {
             },
             Error::Tokenizer { message, .. } => write!(f, "tokenizer: {message}"),
             Error::Input(message) => write!(f, "invalid input: {message}"),
+            Error::InvalidOption { message, .. } => write!(f, "invalid option: {message}"),
+            Error::UnknownPrompt { name, known, path } => {
+                write!(f, "unknown prompt name `{name}`: {} has ", path.display())?;
+                if known.is_empty() {
+                    write!(f, "no prompts")
+                } else {
+                    let known: Vec<String> = known.iter().map(|n| format!("`{n}`")).collect();
+                    write!(f, "the prompts {}", known.join(", "))
+                }
+            }
+            Error::Unsupported(message) => write!(f, "not supported: {message}"),
             Error::Hub { repo, file, message, .. } => {
                 if file.is_empty() {
                     write!(f, "hub {repo}: {message}")
@@ -189,6 +220,10 @@ impl Error {
 
     pub(crate) fn config(field: &str, message: impl Into<String>) -> Self {
         Error::Config { path: None, field: field.to_string(), message: message.into() }
+    }
+
+    pub(crate) fn option(option: &str, message: impl Into<String>) -> Self {
+        Error::InvalidOption { option: option.to_string(), message: message.into() }
     }
 
     pub(crate) fn tokenizer(message: impl Into<String>) -> Self {

@@ -137,13 +137,16 @@ impl TrainerBuilder {
         let config = self.config;
         config.validate()?;
         if self.batch_size == 0 || self.epochs == 0 {
-            return Err(Error::Input("epochs and batch_size must be at least 1".into()));
+            return Err(Error::option("epochs", "epochs and batch_size must be at least 1"));
         }
         if !(self.learning_rate > 0.0 && (0.0..1.0).contains(&self.warmup_ratio)) {
-            return Err(Error::Input(format!(
-                "learning_rate {} must be positive and warmup_ratio {} in [0, 1)",
-                self.learning_rate, self.warmup_ratio
-            )));
+            return Err(Error::option(
+                "learning_rate",
+                format!(
+                    "learning_rate {} must be positive and warmup_ratio {} in [0, 1)",
+                    self.learning_rate, self.warmup_ratio
+                ),
+            ));
         }
         let device = self.device;
         let varmap = VarMap::new();

@@ -113,33 +113,36 @@ impl GenerationOptions {
 
     /// Refuses options that cannot generate from a source of `source_len` tokens.
     fn check(&self, source_len: usize, max_positions: usize) -> Result<()> {
-        let bad = |message: String| Err(Error::Input(message));
+        let bad = |option: &str, message: String| Err(Error::option(option, message));
         if source_len == 0 {
-            return bad("the source has no tokens".into());
+            return Err(Error::Input("the source has no tokens".into()));
         }
         if self.num_samples == 0 {
-            return bad("num_samples must be at least 1".into());
+            return bad("num_samples", "num_samples must be at least 1".into());
         }
         if self.max_new_tokens == 0 {
-            return bad("max_new_tokens must be at least 1".into());
+            return bad("max_new_tokens", "max_new_tokens must be at least 1".into());
         }
         if source_len + self.max_new_tokens > max_positions {
-            return bad(format!(
+            return Err(Error::Input(format!(
                 "the source has {source_len} tokens: with max_new_tokens {} that is {} positions, past the \
                  model's max_position_embeddings {max_positions}; shorten the source or ask for fewer tokens",
                 self.max_new_tokens,
                 source_len + self.max_new_tokens
-            ));
+            )));
         }
         if let Sampling::Sample { temperature, top_k, top_p } = self.sampling {
             if !(temperature > 0.0 && temperature.is_finite()) {
-                return bad(format!("temperature {temperature} must be a finite number above 0"));
+                return bad(
+                    "temperature",
+                    format!("temperature {temperature} must be a finite number above 0"),
+                );
             }
             if top_k == Some(0) {
-                return bad("top_k must be at least 1".into());
+                return bad("top_k", "top_k must be at least 1".into());
             }
             if !(top_p > 0.0 && top_p <= 1.0) {
-                return bad(format!("top_p {top_p} must be in (0, 1]"));
+                return bad("top_p", format!("top_p {top_p} must be in (0, 1]"));
             }
         }
         Ok(())

@@ -49,7 +49,7 @@ impl Projections {
         match self {
             Projections::Stacked(qkv) => qkv.quantize(),
             Projections::Separate { .. } => {
-                Err(crate::Error::Input("a model loaded for training cannot be quantized".into()))
+                Err(crate::Error::Unsupported("a model loaded for training cannot be quantized".into()))
             }
         }
     }

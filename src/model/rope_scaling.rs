@@ -72,9 +72,10 @@ impl std::str::FromStr for RopeScaling {
     /// `linear:4`, `dynamic:2` or `yarn:4`.
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
-            Error::Input(format!(
-                "rope scaling `{s}` is not <linear|dynamic|yarn>:<factor>, such as linear:4"
-            ))
+            Error::option(
+                "rope_scaling",
+                format!("rope scaling `{s}` is not <linear|dynamic|yarn>:<factor>, such as linear:4"),
+            )
         };
         let (kind, factor) = s.split_once(':').ok_or_else(bad)?;
         let factor: f64 = factor.trim().parse().map_err(|_| bad())?;
@@ -84,7 +85,7 @@ impl std::str::FromStr for RopeScaling {
             "yarn" => RopeScaling::Yarn(Yarn::new(factor)),
             _ => return Err(bad()),
         };
-        scaling.validate().map_err(|m| Error::Input(format!("rope scaling `{s}`: {m}")))?;
+        scaling.validate().map_err(|m| Error::option("rope_scaling", format!("rope scaling `{s}`: {m}")))?;
         Ok(scaling)
     }
 }

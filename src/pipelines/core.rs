@@ -106,10 +106,10 @@ impl<M: TaskModel + Sync> Pipeline<M> {
     /// Options that would fail only later, refused before anything is read.
     fn check(options: &PipelineOptions) -> Result<()> {
         if options.batch_size == 0 {
-            return Err(Error::Input("batch_size must be at least 1".into()));
+            return Err(Error::option("batch_size", "batch_size must be at least 1"));
         }
         if options.threads == Some(0) {
-            return Err(Error::Input("threads must be at least 1".into()));
+            return Err(Error::option("threads", "threads must be at least 1"));
         }
         Ok(())
     }
@@ -131,7 +131,7 @@ impl<M: TaskModel + Sync> Pipeline<M> {
             .num_threads(threads)
             .thread_name(|i| format!("roformer-{i}"))
             .build()
-            .map_err(|e| Error::Input(format!("cannot start {threads} threads: {e}")))?;
+            .map_err(|e| Error::option("threads", format!("cannot start {threads} threads: {e}")))?;
         Ok(Self { model, tokenizer, config, files: files.clone(), options, max_length, pool: Arc::new(pool) })
     }
 

@@ -203,7 +203,7 @@ impl std::str::FromStr for Pooling {
             "cls" => Ok(Pooling::Cls),
             "mean" => Ok(Pooling::Mean),
             "pooler" => Ok(Pooling::Pooler),
-            _ => Err(Error::Input(format!("unknown pooling `{s}` (cls, mean or pooler)"))),
+            _ => Err(Error::option("pooling", format!("unknown pooling `{s}` (cls, mean or pooler)"))),
         }
     }
 }

@@ -72,10 +72,13 @@ impl Paraphraser {
         num_return: usize,
     ) -> Result<Vec<Paraphrase>> {
         if num_return > generation.num_samples() {
-            return Err(Error::Input(format!(
-                "num_return {num_return} is larger than num_samples {}: there are only that many candidates",
-                generation.num_samples()
-            )));
+            return Err(Error::option(
+                "num_return",
+                format!(
+                    "num_return {num_return} is larger than num_samples {}: there are only that many candidates",
+                    generation.num_samples()
+                ),
+            ));
         }
         let tokenizer = &self.pipeline.tokenizer;
         let source = tokenizer.encode(text)?;

@@ -182,17 +182,18 @@ impl QuestionAnswerer {
     /// The window length and stride, checked as the pipeline checks them.
     fn windowing(&self, options: &QuestionAnswererOptions) -> Result<(usize, usize)> {
         if options.top_k == 0 {
-            return Err(Error::Input("top_k must be at least 1".into()));
+            return Err(Error::option("top_k", "top_k must be at least 1"));
         }
         if options.max_answer_len == 0 {
-            return Err(Error::Input("max_answer_len must be at least 1".into()));
+            return Err(Error::option("max_answer_len", "max_answer_len must be at least 1"));
         }
         let max_seq_len = options.max_seq_len.unwrap_or(self.pipeline.max_length.min(384));
         let doc_stride = options.doc_stride.unwrap_or((max_seq_len / 2).min(128));
         if doc_stride > max_seq_len {
-            return Err(Error::Input(format!(
-                "doc_stride ({doc_stride}) is larger than max_seq_len ({max_seq_len})"
-            )));
+            return Err(Error::option(
+                "doc_stride",
+                format!("doc_stride ({doc_stride}) is larger than max_seq_len ({max_seq_len})"),
+            ));
         }
         Ok((max_seq_len, doc_stride))
     }

@@ -85,10 +85,11 @@ fn prompt_tokens(tokenizer: &Tokenizer, prompt: &str) -> Result<usize> {
 
 /// A prompt name asked of a checkpoint that is no sentence-transformers folder.
 fn no_prompts<M>(pipeline: &Pipeline<M>, name: &str) -> Error {
-    Error::Input(format!(
-        "unknown prompt name `{name}`: {} has no config_sentence_transformers.json with prompts",
-        pipeline.files.root().display()
-    ))
+    Error::UnknownPrompt {
+        name: name.to_string(),
+        known: Vec::new(),
+        path: pipeline.files.path("config_sentence_transformers.json"),
+    }
 }
 
 /// The pooling of a plain checkpoint, or of a sentence-transformers folder.
@@ -145,11 +146,14 @@ impl SentenceEncoder {
         let (pooling, mut modules, prompt, dim, folder_truncate_dim, prompts) = match folder {
             Some(folder) => {
                 if options.pooling.is_some() {
-                    return Err(Error::Input(format!(
-                        "{} is a sentence-transformers folder, whose modules.json sets the pooling: \
-                         leave the pooling option to folders without one",
-                        pipeline.files.root().display()
-                    )));
+                    return Err(Error::option(
+                        "pooling",
+                        format!(
+                            "{} is a sentence-transformers folder, whose modules.json sets the pooling: \
+                             leave the pooling option to folders without one",
+                            pipeline.files.root().display()
+                        ),
+                    ));
                 }
                 let prompt = folder.prompt(options.prompt.as_deref(), options.prompt_name.as_deref())?;
                 let dim = folder.dim(hidden_size);
@@ -171,7 +175,7 @@ impl SentenceEncoder {
                 let pooling =
                     options.pooling.unwrap_or(if has_pooler { Pooling::Pooler } else { Pooling::Mean });
                 if pooling == Pooling::Pooler && !has_pooler {
-                    return Err(Error::Input(format!(
+                    return Err(Error::Unsupported(format!(
                         "pooling `pooler` needs `roformer.pooler.dense` weights, which {} lacks",
                         pipeline.files.root().display()
                     )));
@@ -188,11 +192,12 @@ impl SentenceEncoder {
             modules.retain(|m| !matches!(m, Module::Normalize(_)));
         }
         let truncate_dim = match options.truncate_dim.or(folder_truncate_dim) {
-            Some(0) => return Err(Error::Input("truncate_dim must be at least 1".into())),
+            Some(0) => return Err(Error::option("truncate_dim", "truncate_dim must be at least 1")),
             Some(d) if d > dim => {
-                return Err(Error::Input(format!(
-                    "truncate_dim {d} is more than the embeddings' {dim} values"
-                )))
+                return Err(Error::option(
+                    "truncate_dim",
+                    format!("truncate_dim {d} is more than the embeddings' {dim} values"),
+                ))
             }
             Some(d) if d < dim => Some(d),
             _ => None,
@@ -213,7 +218,7 @@ impl SentenceEncoder {
 
     /// One embedding per text, in input order, each text after `prompt`: one encoder (one copy of
     /// the weights) serves every prompt of a folder. An unknown prompt name is an
-    /// [`Error::Input`] that lists the folder's prompts.
+    /// [`Error::UnknownPrompt`], which lists the folder's prompts.
     ///
     /// ```no_run
     /// # fn main() -> roformer::Result<()> {
@@ -268,7 +273,7 @@ impl SentenceEncoder {
                 Pool::Plain(Pooling::Mean) => batch.mean(&hidden)?,
                 Pool::Plain(Pooling::Pooler) => match pipeline.model.pooler() {
                     Some(pooler) => pooler.pool(&batch.first_tokens(&hidden)?)?,
-                    None => return Err(Error::Input("the checkpoint has no pooler".into())),
+                    None => return Err(Error::Unsupported("the checkpoint has no pooler".into())),
                 },
                 Pool::SentenceTransformers(pooling) => {
                     let hidden = hidden.to_dtype(DType::F32)?;

@@ -222,8 +222,9 @@ impl SentenceTransformers {
     /// folder's default prompt.
     pub fn prompt(&self, prompt: Option<&str>, name: Option<&str>) -> Result<Option<String>> {
         match (prompt, name) {
-            (Some(_), Some(_)) => Err(Error::Input(
-                "give a prompt or a prompt name, not both (with_prompt, with_prompt_name)".into(),
+            (Some(_), Some(_)) => Err(Error::option(
+                "prompt",
+                "give a prompt or a prompt name, not both (with_prompt, with_prompt_name)",
             )),
             (Some(prompt), None) => Ok(Some(prompt.to_string())),
             (None, Some(name)) => named_prompt(&self.prompts, &self.config_path, name).map(Some),
@@ -244,12 +245,10 @@ pub(super) fn named_prompt(
     config_path: &Path,
     name: &str,
 ) -> Result<String> {
-    prompts.get(name).cloned().ok_or_else(|| {
-        Error::Input(format!(
-            "unknown prompt name `{name}`: {} has {}",
-            config_path.display(),
-            names(prompts)
-        ))
+    prompts.get(name).cloned().ok_or_else(|| Error::UnknownPrompt {
+        name: name.to_string(),
+        known: prompts.keys().cloned().collect(),
+        path: config_path.to_path_buf(),
     })
 }
 

@@ -39,9 +39,10 @@ impl FromStr for AggregationStrategy {
             "average" => Self::Average,
             "max" => Self::Max,
             _ => {
-                return Err(Error::Input(format!(
-                    "unknown aggregation strategy `{s}` (none, simple, first, average or max)"
-                )))
+                return Err(Error::option(
+                    "aggregation_strategy",
+                    format!("unknown aggregation strategy `{s}` (none, simple, first, average or max)"),
+                ))
             }
         })
     }

@@ -21,7 +21,10 @@ impl std::str::FromStr for Quantization {
         match s {
             "none" | "f32" => Ok(Quantization::None),
             "int8" => Ok(Quantization::Int8),
-            _ => Err(Error::Input(format!("unknown quantization `{s}` (choices: none, int8)"))),
+            _ => Err(Error::option(
+                "quantization",
+                format!("unknown quantization `{s}` (choices: none, int8)"),
+            )),
         }
     }
 }

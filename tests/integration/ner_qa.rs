@@ -135,15 +135,22 @@ fn bad_questions_contexts_and_options_are_errors() {
         assert!(err.to_string().contains(&format!("pair 1: the {field} is empty")), "{err}");
     }
     let pair = [("who ?", "John Smith lives in New York and works for Google as an engineer.")];
-    for (options, says) in [
-        (QuestionAnswererOptions::default().with_top_k(0), "top_k"),
-        (QuestionAnswererOptions::default().with_max_answer_len(0), "max_answer_len"),
-        (QuestionAnswererOptions::default().with_max_seq_len(16).with_doc_stride(20), "doc_stride (20)"),
+    for (options, says, option) in [
+        (QuestionAnswererOptions::default().with_top_k(0), "top_k", Some("top_k")),
+        (QuestionAnswererOptions::default().with_max_answer_len(0), "max_answer_len", Some("max_answer_len")),
+        (
+            QuestionAnswererOptions::default().with_max_seq_len(16).with_doc_stride(20),
+            "doc_stride (20)",
+            Some("doc_stride"),
+        ),
         // Room for 16 - 3 - 2 = 11 context tokens a window, which a stride of 11 never leaves.
-        (QuestionAnswererOptions::default().with_max_seq_len(16).with_doc_stride(11), "stride (11)"),
+        (QuestionAnswererOptions::default().with_max_seq_len(16).with_doc_stride(11), "stride (11)", None),
     ] {
         let err = qa.answer_with(&pair, &options).unwrap_err();
         assert!(err.to_string().contains(says), "{says}: {err}");
+        if let Some(want) = option {
+            assert!(matches!(&err, Error::InvalidOption { option, .. } if option == want), "{err:?}");
+        }
     }
 }
 
@@ -165,6 +172,7 @@ fn a_token_classifier_needs_a_token_classification_checkpoint_with_labels() {
 
     let err = "grouped".parse::<AggregationStrategy>().unwrap_err();
     assert!(
-        matches!(err, Error::Input(_)) && err.to_string().contains("unknown aggregation strategy `grouped`")
+        matches!(&err, Error::InvalidOption { option, .. } if option == "aggregation_strategy")
+            && err.to_string().contains("unknown aggregation strategy `grouped`")
     );
 }

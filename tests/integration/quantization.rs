@@ -120,11 +120,13 @@ fn quantization_refuses_what_it_cannot_serve() {
         RoFormerModel::load(VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu), &config).unwrap();
     let err = trainable.quantize(Quantization::Int8).unwrap_err();
     assert!(err.to_string().contains("loaded for training cannot be quantized"), "{err}");
+    assert!(matches!(err, roformer::Error::Unsupported(_)), "{err:?}");
 
     // Half precision: int8 is quantized from f32 weights.
     let mut half: RoFormerModel = load_dir(model_fixture("base"), DType::F16, &Device::Cpu).unwrap();
     let err = half.quantize(Quantization::Int8).unwrap_err();
     assert!(err.to_string().contains("from f32 weights") && err.to_string().contains("F16"), "{err}");
+    assert!(matches!(err, roformer::Error::Unsupported(_)), "{err:?}");
 
     // A model on another device than the CPU (the test device, when it is one).
     if !on_cpu() {
