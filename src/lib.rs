@@ -73,9 +73,10 @@ pub use model::heads::{
 pub use model::roformer::{Inputs, Pooler, RoFormerModel};
 pub use model::rope_scaling::{RopeScaling, Yarn};
 pub use pipelines::{
-    cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate,
-    Paraphrase, Paraphraser, PipelineOptions, Pooling, Prompt, QuestionAnswerer, QuestionAnswererOptions,
-    Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier, TokenClassifierOptions,
+    cosine_similarity, l2_normalize, AggregationStrategy, Answer, Classification, Entity, FillMask,
+    MaskCandidate, Paraphrase, Paraphraser, PipelineOptions, Pooling, Prompt, QuestionAnswerer,
+    QuestionAnswererOptions, Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier,
+    TokenClassifierOptions,
 };
 pub use runtime::quantization::Quantization;
 

@@ -195,15 +195,10 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
         (Head::None, Kind::Embedding, encoder, serde_json::json!({"embedding": {"pooling": pooling}}))
     };
     let (mut tokenizer, max_length) = (encoder.tokenizer().clone(), encoder.max_length());
-    // A request's prompt picks an encoder loaded with it: prompts are a load-time option of the
-    // library's pipeline (each encoder holds its own copy of the weights).
-    let prompt_names = prompt_names(&dir)?;
-    let mut prompted = Vec::with_capacity(prompt_names.len());
-    for name in &prompt_names {
-        let options = options.clone().with_prompt_name(name);
-        prompted.push(SentenceEncoder::from_pretrained_with(&dir, options).with_context(load_context)?);
-    }
-    let backend = Backend { encoder, prompted, head };
+    // One encoder serves every prompt of a sentence-transformers folder: a request's prompt name
+    // is passed per call (one copy of the weights).
+    let prompt_names: Vec<String> = encoder.prompt_names().into_iter().map(str::to_string).collect();
+    let backend = Backend { encoder, prompt_names: prompt_names.clone(), head };
     // As TEI: an input must fit in one batch, so the max input length is capped by the budget
     // when truncating, and is a startup error otherwise.
     let max_input_length = if max_length > args.max_batch_tokens {
@@ -265,22 +260,6 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
         metrics,
     };
     Ok((backend, Arc::new(app)))
-}
-
-/// The prompt names of a sentence-transformers folder (`config_sentence_transformers.json`),
-/// sorted; none for any other folder.
-fn prompt_names(dir: &std::path::Path) -> Result<Vec<String>> {
-    let path = dir.join("config_sentence_transformers.json");
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let mut names: Vec<String> =
-        value["prompts"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
-    names.sort();
-    Ok(names)
 }
 
 /// Accepts connections until `shutdown`, then stops accepting and lets every connection finish

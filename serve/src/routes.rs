@@ -52,7 +52,7 @@ pub struct App {
     pub auto_truncate: bool,
     pub served_model_name: String,
     pub compute_type: &'static str,
-    /// The prompt names of a sentence-transformers folder, indexing `Backend::prompted`.
+    /// The encoder's prompt names (sorted), as `Backend::prompt_names`.
     pub prompt_names: Vec<String>,
     pub info: serde_json::Value,
     pub queue: Arc<Queue>,
@@ -757,9 +757,7 @@ impl App {
             v.truncate(d);
         }
         if normalize {
-            // As the library's SentenceEncoder: divide by the norm, clamped away from zero.
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-            v.iter_mut().for_each(|x| *x /= norm);
+            roformer::l2_normalize(&mut v);
         }
         Ok(v)
     }

@@ -20,7 +20,7 @@ pub use options::PipelineOptions;
 pub use paraphraser::{Paraphrase, Paraphraser};
 pub use question_answerer::{Answer, QuestionAnswerer, QuestionAnswererOptions};
 pub use reranker::{Ranked, Reranker};
-pub use sentence_encoder::{cosine_similarity, Pooling, Prompt, SentenceEncoder};
+pub use sentence_encoder::{cosine_similarity, l2_normalize, Pooling, Prompt, SentenceEncoder};
 pub use text_classifier::{Classification, TextClassifier};
 pub use token_classifier::{AggregationStrategy, Entity, TokenClassifier, TokenClassifierOptions};
 
