@@ -12,10 +12,6 @@ use serde_json::{json, Value};
 
 use crate::*;
 
-fn st_model(name: &str) -> String {
-    format!("{}/../tests/fixtures/sentence_transformers/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 const DOCS: [&str; 5] =
     ["the movie was terrible", "a great film", "the cat sat on the mat", "a great film", "what a good movie"];
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use roformer::{Classification, Encoded, Inputs, Prompt, Reranker, SentenceEncoder, TextClassifier};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
-use crate::metrics::Metrics;
+use super::metrics::Metrics;
 
 /// The loaded model. Every model embeds: a classifier or reranker through its own encoder
 /// (shared weights).
