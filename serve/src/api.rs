@@ -161,6 +161,15 @@ impl<'de, T: TryFrom<u64>> Deserialize<'de> for Whole<T> {
     }
 }
 
+/// An object (or null, for an optional one) only: serde would also read a struct from a JSON
+/// array of its fields, which the document does not allow.
+fn object<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(deserializer: D) -> Result<T, D::Error> {
+    match Value::deserialize(deserializer)? {
+        value @ (Value::Null | Value::Object(_)) => serde_json::from_value(value).map_err(D::Error::custom),
+        other => Err(D::Error::custom(format!("invalid type: {other}, expected an object"))),
+    }
+}
+
 fn wholes<T>(values: Vec<Whole<T>>) -> Vec<T> {
     values.into_iter().map(|w| w.0).collect()
 }
@@ -283,7 +292,7 @@ pub struct PredictRequest {
     #[serde(default)]
     pub raw_scores: bool,
     /// What huggingface_hub's `text_classification` sends to `POST /`; only `top_k` is read.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     #[schema(nullable = true)]
     pub parameters: Option<PredictParameters>,
 }
@@ -407,8 +416,9 @@ pub struct Rank {
 
 #[derive(Deserialize, ToSchema)]
 pub struct SimilarityRequest {
+    #[serde(deserialize_with = "object")]
     pub inputs: SimilarityInput,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     #[schema(nullable = true)]
     pub parameters: Option<SimilarityParameters>,
 }

@@ -11,6 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, OpenAiError};
+use crate::infer::error::InferError;
 
 pub struct Guard {
     pub api_key: Option<String>,
@@ -76,5 +77,36 @@ pub async fn read_body(State(guard): State<Arc<Guard>>, request: Request, next: 
             return response;
         }
     };
+    if parts.method == Method::POST && is_json(&parts.headers) {
+        if let Some(kind) = not_an_object(&bytes) {
+            let message =
+                format!("Failed to deserialize the JSON body into the target type: invalid type: {kind}, expected an object");
+            return respond(ApiError::from(InferError::Validation(message)));
+        }
+    }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// Whether the request says its body is JSON (`application/json`, or `+json`), as axum reads it.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Every body is an object: serde would also read a struct from a JSON array of its fields. The
+/// kind of JSON value a well-formed body that is no object holds; malformed JSON is left to the
+/// handler (400).
+fn not_an_object(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return None;
+    }
+    match serde_json::from_slice::<serde_json::Value>(bytes).ok()? {
+        serde_json::Value::Object(_) => None,
+        serde_json::Value::Array(_) => Some("sequence"),
+        serde_json::Value::String(_) => Some("string"),
+        serde_json::Value::Number(_) => Some("number"),
+        serde_json::Value::Bool(_) => Some("boolean"),
+        serde_json::Value::Null => Some("null"),
+    }
 }
