@@ -74,8 +74,8 @@ pub use model::roformer::{Inputs, Pooler, RoFormerModel};
 pub use model::rope_scaling::{RopeScaling, Yarn};
 pub use model::task::TaskModel;
 pub use pipelines::{
-    cosine_similarity, AggregationStrategy, Answer, Classification, Entity, FillMask, MaskCandidate,
-    Paraphrase, Paraphraser, Pipeline, PipelineOptions, Pooling, Prompt, QuestionAnswerer,
+    cosine_similarity, l2_normalize, AggregationStrategy, Answer, Classification, Entity, FillMask,
+    MaskCandidate, Paraphrase, Paraphraser, Pipeline, PipelineOptions, Pooling, Prompt, QuestionAnswerer,
     QuestionAnswererOptions, Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier,
     TokenClassifierOptions,
 };

@@ -1,15 +1,181 @@
-//! TEI's request and response bodies, and its error shapes.
+//! TEI's request and response bodies, and its error bodies, with their OpenAPI schemas: the
+//! document at /api-doc/openapi.json is made from these types. Where a bound depends on the
+//! model or the flags (batch sizes, the vocabulary, prompt names, the embedding size), the
+//! schema reads it from [`set_limits`], called once at startup.
 
-use axum::extract::rejection::JsonRejection;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use std::sync::OnceLock;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{PartialSchema, ToSchema};
+
+use crate::infer::validation::Item;
+
+/// What the schemas state that only the running server knows.
+pub struct Limits {
+    pub max_client_batch_size: usize,
+    pub vocab_size: usize,
+    pub prompt_names: Vec<String>,
+    /// The length of an embedding: the most `dimensions` may ask.
+    pub dim: usize,
+}
+
+static LIMITS: OnceLock<Limits> = OnceLock::new();
+
+/// Sets the bounds the schemas state; the first call wins.
+pub fn set_limits(limits: Limits) {
+    let _ = LIMITS.set(limits);
+}
+
+fn limits() -> Option<&'static Limits> {
+    LIMITS.get()
+}
+
+fn text() -> RefOr<Schema> {
+    ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).build().into()
+}
+
+fn token_ids() -> RefOr<Schema> {
+    let id = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(0))
+        .maximum(limits().map(|l| l.vocab_size.saturating_sub(1) as u64));
+    ArrayBuilder::new().items(id).min_items(Some(1)).build().into()
+}
+
+/// A batch: at least `min` items, at most `--max-client-batch-size` less `spare`.
+fn batch(item: impl Into<RefOr<Schema>>, min: usize, spare: usize) -> RefOr<Schema> {
+    let max = limits().map(|l| l.max_client_batch_size.saturating_sub(spare));
+    ArrayBuilder::new().items(item.into()).min_items(Some(min)).max_items(max).build().into()
+}
+
+fn one_of(items: impl IntoIterator<Item = RefOr<Schema>>) -> RefOr<Schema> {
+    items.into_iter().fold(OneOfBuilder::new(), |b, s| b.item(s)).into()
+}
+
+/// `prompt_name` where the folder's prompts are served: one of them, or null.
+fn prompt_name() -> RefOr<Schema> {
+    let names: Vec<Value> = limits()
+        .map(|l| l.prompt_names.iter().map(|n| Value::from(n.as_str())).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        return no_prompt_name();
+    }
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![Type::String, Type::Null]))
+        .enum_values(Some(names.into_iter().chain([Value::Null])))
+        .description(Some("A prompt name of the folder's config_sentence_transformers.json"))
+        .build()
+        .into()
+}
+
+/// `prompt_name` where no prompt is served: null only.
+fn no_prompt_name() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::Null)
+        .description(Some("No prompt is served here: null or absent"))
+        .build()
+        .into()
+}
+
+/// Inputs are truncated on the right only: `left` is refused.
+fn truncation_direction() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["Right", "right"]))
+        .description(Some("Only `Right` (the default): `Left` is refused with 422"))
+        .build()
+        .into()
+}
+
+fn dimensions() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![Type::Integer, Type::Null]))
+        .minimum(Some(1))
+        .maximum(limits().map(|l| l.dim as u64))
+        .build()
+        .into()
+}
+
+fn top_k() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![Type::Integer, Type::Null]))
+        .minimum(Some(1))
+        .maximum(Some(usize::MAX as u64))
+        .build()
+        .into()
+}
+
+fn query() -> RefOr<Schema> {
+    text()
+}
+
+fn rerank_texts() -> RefOr<Schema> {
+    batch(text(), 1, 0)
+}
+
+fn sentences() -> RefOr<Schema> {
+    // The source sentence counts in the batch.
+    batch(text(), 1, 1)
+}
+
+/// A non-negative integer, which JSON may write as `18` or `18.0`: JSON Schema counts both as
+/// integers, so the server takes both.
+#[derive(Clone, Copy, Debug)]
+pub struct Whole<T>(pub T);
+
+impl<'de, T: TryFrom<u64>> Deserialize<'de> for Whole<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{Unexpected, Visitor};
+        struct WholeVisitor<T>(std::marker::PhantomData<T>);
+        impl<T: TryFrom<u64>> Visitor<'_> for WholeVisitor<T> {
+            type Value = Whole<T>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a non-negative integer in range")
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                T::try_from(v).map(Whole).map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::invalid_value(Unexpected::Signed(v), &self)),
+                }
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                if v.fract() == 0.0 && (0.0..u64::MAX as f64).contains(&v) {
+                    self.visit_u64(v as u64)
+                } else {
+                    Err(E::invalid_value(Unexpected::Float(v), &self))
+                }
+            }
+        }
+        deserializer.deserialize_any(WholeVisitor(std::marker::PhantomData))
+    }
+}
+
+/// An object (or null, for an optional one) only: serde would also read a struct from a JSON
+/// array of its fields, which the document does not allow.
+fn object<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(deserializer: D) -> Result<T, D::Error> {
+    match Value::deserialize(deserializer)? {
+        value @ (Value::Null | Value::Object(_)) => serde_json::from_value(value).map_err(D::Error::custom),
+        other => Err(D::Error::custom(format!("invalid type: {other}, expected an object"))),
+    }
+}
+
+fn wholes<T>(values: Vec<Whole<T>>) -> Vec<T> {
+    values.into_iter().map(|w| w.0).collect()
+}
 
 /// TEI's `ErrorType`, serialised PascalCase as TEI does.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum ErrorType {
     Unhealthy,
     Backend,
@@ -19,138 +185,20 @@ pub enum ErrorType {
     Empty,
 }
 
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
+/// TEI's error body.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorResponse {
+    pub error: String,
     pub error_type: ErrorType,
+}
+
+/// The error body of the OpenAI route.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiErrorResponse {
     pub message: String,
-    /// The `err` label of `te_request_failure`.
-    pub metric: &'static str,
-}
-
-impl ApiError {
-    /// An empty input or batch: 422, as the issue asks of this server (TEI 1.9.3 says 400).
-    pub fn empty(message: impl Into<String>) -> Self {
-        Self {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            error_type: ErrorType::Empty,
-            message: message.into(),
-            metric: "validation",
-        }
-    }
-
-    /// Input TEI rejects after parsing it: 422 (TEI 1.9; 413 up to 1.8).
-    pub fn validation(message: impl Into<String>) -> Self {
-        Self {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            error_type: ErrorType::Validation,
-            message: message.into(),
-            metric: "validation",
-        }
-    }
-
-    /// A batch over `--max-client-batch-size`: 413, a request too large (TEI up to 1.8; 1.9 says 422).
-    pub fn batch_size(n: usize, max: usize) -> Self {
-        Self {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            metric: "batch_size",
-            ..Self::validation(format!("batch size {n} > maximum allowed batch size {max}"))
-        }
-    }
-
-    pub fn tokenizer(e: impl std::fmt::Display) -> Self {
-        Self {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            error_type: ErrorType::Tokenizer,
-            message: format!("tokenizer error {e}"),
-            metric: "tokenization",
-        }
-    }
-
-    /// A body that did not arrive within `--body-read-timeout`.
-    pub fn body_timeout() -> Self {
-        Self {
-            status: StatusCode::REQUEST_TIMEOUT,
-            error_type: ErrorType::Validation,
-            message: "the request body did not arrive in time".into(),
-            metric: "timeout",
-        }
-    }
-
-    pub fn overloaded() -> Self {
-        Self {
-            status: StatusCode::TOO_MANY_REQUESTS,
-            error_type: ErrorType::Overloaded,
-            message: "Model is overloaded".into(),
-            metric: "overloaded",
-        }
-    }
-
-    /// The route does not fit the model (TEI's 424).
-    pub fn model_type(message: &str) -> Self {
-        Self {
-            status: StatusCode::FAILED_DEPENDENCY,
-            error_type: ErrorType::Backend,
-            message: format!("Backend error: {message}"),
-            metric: "model_type",
-        }
-    }
-
-    /// A forward pass that failed: the one 5xx, a fault of the server and not of the input.
-    pub fn inference(message: impl std::fmt::Display) -> Self {
-        Self {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            error_type: ErrorType::Backend,
-            message: format!("Backend error: {message}"),
-            metric: "inference",
-        }
-    }
-
-    pub fn unhealthy() -> Self {
-        Self {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            error_type: ErrorType::Unhealthy,
-            message: "unhealthy".into(),
-            metric: "inference",
-        }
-    }
-}
-
-/// axum's rejections keep their status (400 malformed JSON, 413 body over the limit, 415 not
-/// JSON, 422 wrong shape) and its message, in TEI's JSON error body rather than plain text.
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        Self {
-            status: rejection.status(),
-            error_type: ErrorType::Validation,
-            message: rejection.body_text(),
-            metric: "validation",
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = serde_json::json!({"error": self.message, "error_type": self.error_type});
-        (self.status, Json(body)).into_response()
-    }
-}
-
-/// The same error in the body OpenAI clients read: `{"message", "code", "type"}`.
-pub struct OpenAiError(pub ApiError);
-
-impl From<ApiError> for OpenAiError {
-    fn from(e: ApiError) -> Self {
-        Self(e)
-    }
-}
-
-impl IntoResponse for OpenAiError {
-    fn into_response(self) -> Response {
-        let e = self.0;
-        let body = serde_json::json!({"message": e.message, "code": e.status.as_u16(), "type": e.error_type});
-        (e.status, Json(body)).into_response()
-    }
+    pub code: u16,
+    #[serde(rename = "type")]
+    pub error_type: ErrorType,
 }
 
 /// `"text"`, `[ids]`, or a batch of either; tried in this order, so `[]` is one empty input.
@@ -161,31 +209,44 @@ pub enum Input {
     Batch(Vec<InputType>),
 }
 
+impl PartialSchema for Input {
+    fn schema() -> RefOr<Schema> {
+        one_of([text(), token_ids(), batch(one_of([text(), token_ids()]), 1, 0)])
+    }
+}
+
+impl ToSchema for Input {}
+
+/// What a prompt can go before: a text or a batch of texts, not token ids (the document states it
+/// for requests that name a prompt).
+pub struct TextInput;
+
+impl PartialSchema for TextInput {
+    fn schema() -> RefOr<Schema> {
+        one_of([text(), batch(text(), 1, 0)])
+    }
+}
+
+impl ToSchema for TextInput {}
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub enum InputType {
     String(String),
-    Ids(Vec<u32>),
+    Ids(Vec<Whole<u32>>),
 }
 
 impl Input {
     pub fn into_items(self) -> (Vec<Item>, bool) {
         let item = |i: InputType| match i {
             InputType::String(s) => Item::Text(s),
-            InputType::Ids(ids) => Item::Ids(ids),
+            InputType::Ids(ids) => Item::Ids(wholes(ids)),
         };
         match self {
             Input::Single(i) => (vec![item(i)], false),
             Input::Batch(v) => (v.into_iter().map(item).collect(), true),
         }
     }
-}
-
-/// One input of any route, before tokenization.
-pub enum Item {
-    Text(String),
-    Ids(Vec<u32>),
-    Pair(String, String),
 }
 
 #[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy)]
@@ -197,43 +258,51 @@ pub enum TruncationDirection {
     Right,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct EmbedRequest {
     pub inputs: Input,
     #[serde(default)]
     pub truncate: Option<bool>,
     #[serde(default)]
+    #[schema(schema_with = truncation_direction)]
     pub truncation_direction: TruncationDirection,
     #[serde(default)]
+    #[schema(schema_with = prompt_name)]
     pub prompt_name: Option<String>,
     #[serde(default = "yes")]
+    #[schema(default = true)]
     pub normalize: bool,
     #[serde(default)]
-    pub dimensions: Option<usize>,
+    #[schema(schema_with = dimensions)]
+    pub dimensions: Option<Whole<usize>>,
 }
 
 fn yes() -> bool {
     true
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct PredictRequest {
     pub inputs: PredictInput,
     #[serde(default)]
     pub truncate: Option<bool>,
     #[serde(default)]
+    #[schema(schema_with = truncation_direction)]
     pub truncation_direction: TruncationDirection,
     #[serde(default)]
     pub raw_scores: bool,
     /// What huggingface_hub's `text_classification` sends to `POST /`; only `top_k` is read.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
+    #[schema(nullable = true)]
     pub parameters: Option<PredictParameters>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
 pub struct PredictParameters {
+    /// Keep the best `top_k` labels (at least 1).
     #[serde(default)]
-    pub top_k: Option<usize>,
+    #[schema(schema_with = top_k)]
+    pub top_k: Option<Whole<usize>>,
 }
 
 /// TEI's reading of /predict inputs, where the first element decides: `"a"` and `["a"]` are one
@@ -248,6 +317,18 @@ pub enum PredictInput {
         message: String,
     },
 }
+
+fn text_or_pair() -> RefOr<Schema> {
+    ArrayBuilder::new().items(text()).min_items(Some(1)).max_items(Some(2)).build().into()
+}
+
+impl PartialSchema for PredictInput {
+    fn schema() -> RefOr<Schema> {
+        one_of([text(), text_or_pair(), batch(text_or_pair(), 1, 0)])
+    }
+}
+
+impl ToSchema for PredictInput {}
 
 const PREDICT_EXPECTING: &str =
     "a string, a pair of strings [string, string] or a batch of mixed strings and pairs [[string], [string, string], ...]";
@@ -295,26 +376,29 @@ fn parse_predict_input(value: Value) -> Result<PredictInput, String> {
 }
 
 /// A single input's labels (a flat list), or one list per input of a batch.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum PredictResponse {
     Single(Vec<Prediction>),
     Batch(Vec<Vec<Prediction>>),
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Prediction {
     pub score: f32,
     pub label: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct RerankRequest {
+    #[schema(schema_with = query)]
     pub query: String,
+    #[schema(schema_with = rerank_texts)]
     pub texts: Vec<String>,
     #[serde(default)]
     pub truncate: Option<bool>,
     #[serde(default)]
+    #[schema(schema_with = truncation_direction)]
     pub truncation_direction: TruncationDirection,
     #[serde(default)]
     pub raw_scores: bool,
@@ -322,7 +406,7 @@ pub struct RerankRequest {
     pub return_text: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Rank {
     pub index: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -330,41 +414,50 @@ pub struct Rank {
     pub score: f32,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct SimilarityRequest {
+    #[serde(deserialize_with = "object")]
     pub inputs: SimilarityInput,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
+    #[schema(nullable = true)]
     pub parameters: Option<SimilarityParameters>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct SimilarityInput {
+    #[schema(schema_with = query)]
     pub source_sentence: String,
+    #[schema(schema_with = sentences)]
     pub sentences: Vec<String>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
 pub struct SimilarityParameters {
     #[serde(default)]
     pub truncate: Option<bool>,
     #[serde(default)]
+    #[schema(schema_with = truncation_direction)]
     pub truncation_direction: TruncationDirection,
     #[serde(default)]
+    #[schema(schema_with = prompt_name)]
     pub prompt_name: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct EmbedAllRequest {
     pub inputs: Input,
     #[serde(default)]
     pub truncate: Option<bool>,
     #[serde(default)]
+    #[schema(schema_with = truncation_direction)]
     pub truncation_direction: TruncationDirection,
+    /// Not served on /embed_all.
     #[serde(default)]
+    #[schema(schema_with = no_prompt_name)]
     pub prompt_name: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct OpenAiRequest {
     pub input: Input,
     /// Ignored, as TEI does: the server has one model.
@@ -374,13 +467,15 @@ pub struct OpenAiRequest {
     #[serde(default)]
     pub encoding_format: EncodingFormat,
     #[serde(default)]
-    pub dimensions: Option<usize>,
+    #[schema(schema_with = dimensions)]
+    pub dimensions: Option<Whole<usize>>,
     /// Not OpenAI's, but what TEI's /v1/embeddings also takes.
     #[serde(default)]
+    #[schema(schema_with = prompt_name)]
     pub prompt_name: Option<String>,
 }
 
-#[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy)]
+#[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EncodingFormat {
     #[default]
@@ -388,12 +483,44 @@ pub enum EncodingFormat {
     Base64,
 }
 
-#[derive(Deserialize)]
+/// OpenAI's answer: the embeddings (a list of floats, or base64 of little-endian f32 bytes).
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiResponse {
+    pub object: String,
+    pub data: Vec<OpenAiEmbedding>,
+    pub model: String,
+    pub usage: OpenAiUsage,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiEmbedding {
+    pub object: String,
+    pub embedding: OpenAiVector,
+    pub index: usize,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum OpenAiVector {
+    Float(Vec<f32>),
+    Base64(String),
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiUsage {
+    pub prompt_tokens: usize,
+    pub total_tokens: usize,
+}
+
+#[derive(Deserialize, ToSchema)]
 pub struct TokenizeRequest {
     pub inputs: TokenizeInput,
     #[serde(default = "yes")]
+    #[schema(default = true)]
     pub add_special_tokens: bool,
+    /// Not served on /tokenize.
     #[serde(default)]
+    #[schema(schema_with = no_prompt_name)]
     pub prompt_name: Option<String>,
 }
 
@@ -404,7 +531,15 @@ pub enum TokenizeInput {
     Batch(Vec<String>),
 }
 
-#[derive(Serialize)]
+impl PartialSchema for TokenizeInput {
+    fn schema() -> RefOr<Schema> {
+        one_of([text(), batch(text(), 0, 0)])
+    }
+}
+
+impl ToSchema for TokenizeInput {}
+
+#[derive(Serialize, ToSchema)]
 pub struct Token {
     pub id: u32,
     pub text: String,
@@ -413,16 +548,35 @@ pub struct Token {
     pub stop: Option<usize>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct DecodeRequest {
     pub ids: InputIds,
     #[serde(default = "yes")]
+    #[schema(default = true)]
     pub skip_special_tokens: bool,
 }
 
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub enum InputIds {
-    Single(Vec<u32>),
-    Batch(Vec<Vec<u32>>),
+    Single(Vec<Whole<u32>>),
+    Batch(Vec<Vec<Whole<u32>>>),
 }
+
+impl InputIds {
+    /// One list of ids per text to decode, and whether they came as a batch.
+    pub fn into_lists(self) -> (Vec<Vec<u32>>, bool) {
+        match self {
+            InputIds::Single(ids) => (vec![wholes(ids)], false),
+            InputIds::Batch(batch) => (batch.into_iter().map(wholes).collect(), true),
+        }
+    }
+}
+
+impl PartialSchema for InputIds {
+    fn schema() -> RefOr<Schema> {
+        one_of([token_ids(), batch(token_ids(), 1, 0)])
+    }
+}
+
+impl ToSchema for InputIds {}

@@ -18,12 +18,15 @@ use roformer::{Config, Pooling, Reranker, SentenceEncoder, TextClassifier, Trunc
 use roformer_cli as common;
 
 mod api;
-mod metrics;
-mod queue;
-mod routes;
+mod http;
+mod infer;
 
-use queue::{Backend, Head, Limits, Queue};
-use routes::{App, Guard, Kind};
+use http::handlers::App;
+use http::middleware::Guard;
+use infer::inference::{Infer, Kind};
+use infer::metrics::Metrics;
+use infer::queue::{Backend, Head, Limits, Queue};
+use infer::validation::Validation;
 
 #[derive(Parser)]
 #[command(about = "Serve a RoFormer checkpoint over text-embeddings-inference's HTTP API")]
@@ -111,14 +114,14 @@ fn run() -> Result<()> {
         payload_limit: args.payload_limit,
         body_read_timeout: seconds("--body-read-timeout", args.body_read_timeout)?,
     };
-    let metrics = Arc::new(metrics::Metrics::default());
+    let metrics = Arc::new(Metrics::default());
     let (backend, app) = load(&args, metrics.clone())?;
-    let queue = app.queue.clone();
+    let queue = app.infer.queue.clone();
     let worker = std::thread::Builder::new()
         .name("roformer-batcher".into())
         .spawn({
             let queue = queue.clone();
-            move || queue::work(&queue, &backend)
+            move || infer::queue::work(&queue, &backend)
         })
         .context("starting the inference thread")?;
 
@@ -137,7 +140,7 @@ fn run() -> Result<()> {
             writeln!(stdout, "listening on {address}")?;
             stdout.flush()?;
         }
-        serve(listener, routes::router(app, guard), header_read_timeout, shutdown).await;
+        serve(listener, http::router::router(app, guard), header_read_timeout, shutdown).await;
         Ok(())
     });
     // Every request has had its answer by now; let the worker drain and stop.
@@ -148,7 +151,7 @@ fn run() -> Result<()> {
 
 /// Loads the checkpoint: a sequence classifier serves /predict and embeds through its encoder;
 /// any other checkpoint embeds.
-fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App>)> {
+fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
     // Embeddings come back unnormalised: each request says whether to normalise.
     let mut options = args.run.options()?.with_normalize(false);
     if let Some(pooling) = args.pooling {
@@ -195,15 +198,11 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
         (Head::None, Kind::Embedding, encoder, serde_json::json!({"embedding": {"pooling": pooling}}))
     };
     let (mut tokenizer, max_length) = (encoder.tokenizer().clone(), encoder.max_length());
-    // A request's prompt picks an encoder loaded with it: prompts are a load-time option of the
-    // library's pipeline (each encoder holds its own copy of the weights).
-    let prompt_names = prompt_names(&dir)?;
-    let mut prompted = Vec::with_capacity(prompt_names.len());
-    for name in &prompt_names {
-        let options = options.clone().with_prompt_name(name);
-        prompted.push(SentenceEncoder::from_pretrained_with(&dir, options).with_context(load_context)?);
-    }
-    let backend = Backend { encoder, prompted, head };
+    let embedding_dim = encoder.dim();
+    // One encoder serves every prompt of a sentence-transformers folder: a request's prompt name
+    // is passed per call (one copy of the weights).
+    let prompt_names: Vec<String> = encoder.prompt_names().into_iter().map(str::to_string).collect();
+    let backend = Backend { encoder, prompt_names: prompt_names.clone(), head };
     // As TEI: an input must fit in one batch, so the max input length is capped by the budget
     // when truncating, and is a startup error otherwise.
     let max_input_length = if max_length > args.max_batch_tokens {
@@ -248,39 +247,33 @@ fn load(args: &Args, metrics: Arc<metrics::Metrics>) -> Result<(Backend, Arc<App
     });
     let limits =
         Limits { max_batch_tokens: args.max_batch_tokens, max_batch_requests: args.max_batch_requests };
-    let app = App {
-        kind,
+    api::set_limits(api::Limits {
+        max_client_batch_size: args.max_client_batch_size,
+        vocab_size: config.vocab_size,
+        prompt_names: prompt_names.clone(),
+        dim: embedding_dim,
+    });
+    let labels = (0..config.num_labels()).map(|i| config.label(i)).collect();
+    let validation = Validation {
         tokenizer,
         untruncated,
-        config,
+        vocab_size: config.vocab_size,
         max_input_length,
         max_client_batch_size: args.max_client_batch_size,
-        auto_truncate: args.auto_truncate,
-        served_model_name,
-        compute_type,
         prompt_names,
-        info,
+    };
+    let infer = Infer {
+        kind,
+        validation,
+        labels,
+        compute_type,
+        auto_truncate: args.auto_truncate,
         queue: Arc::new(Queue::new(limits, metrics.clone())),
         permits: Arc::new(tokio::sync::Semaphore::new(args.max_concurrent_requests)),
         metrics,
     };
+    let app = App { infer, served_model_name, info };
     Ok((backend, Arc::new(app)))
-}
-
-/// The prompt names of a sentence-transformers folder (`config_sentence_transformers.json`),
-/// sorted; none for any other folder.
-fn prompt_names(dir: &std::path::Path) -> Result<Vec<String>> {
-    let path = dir.join("config_sentence_transformers.json");
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let mut names: Vec<String> =
-        value["prompts"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
-    names.sort();
-    Ok(names)
 }
 
 /// Accepts connections until `shutdown`, then stops accepting and lets every connection finish

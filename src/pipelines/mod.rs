@@ -20,6 +20,6 @@ pub use options::{PipelineOptions, Pooling};
 pub use paraphraser::{Paraphrase, Paraphraser};
 pub use question_answerer::{Answer, QuestionAnswerer, QuestionAnswererOptions};
 pub use reranker::{Ranked, Reranker};
-pub use sentence_encoder::{cosine_similarity, Prompt, SentenceEncoder};
+pub use sentence_encoder::{cosine_similarity, l2_normalize, Prompt, SentenceEncoder};
 pub use text_classifier::{Classification, TextClassifier};
 pub use token_classifier::{AggregationStrategy, Entity, TokenClassifier, TokenClassifierOptions};

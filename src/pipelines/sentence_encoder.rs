@@ -331,6 +331,22 @@ impl SentenceEncoder {
     }
 }
 
+/// Scales `v` to unit L2 length in place: each element divided by the vector's norm, clamped
+/// below at `1e-12` so that an all-zero vector stays all zeros.
+///
+/// ```
+/// let mut v = [3.0f32, 4.0];
+/// roformer::l2_normalize(&mut v);
+/// assert_eq!(v, [0.6, 0.8]);
+/// let mut zeros = [0.0f32; 3];
+/// roformer::l2_normalize(&mut zeros);
+/// assert_eq!(zeros, [0.0; 3]);
+/// ```
+pub fn l2_normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= norm);
+}
+
 /// Cosine similarity of two vectors (0 when either is all zeros).
 pub fn cosine_similarity(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();

@@ -4,6 +4,7 @@
 //! rest of TEI's surface (rerank, similarity, embed_all, API key, CORS, OpenAPI), admission and
 //! read timeouts.
 
+mod openapi;
 mod routes;
 mod surface;
 
@@ -125,6 +126,11 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A sentence-transformers folder of the library's fixtures.
+fn st_model(name: &str) -> String {
+    format!("{}/../tests/fixtures/sentence_transformers/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A checkpoint of the library's fixtures (tests/fixtures/pipelines at the workspace root).

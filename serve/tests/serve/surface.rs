@@ -12,10 +12,6 @@ use serde_json::{json, Value};
 
 use crate::*;
 
-fn st_model(name: &str) -> String {
-    format!("{}/../tests/fixtures/sentence_transformers/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 const DOCS: [&str; 5] =
     ["the movie was terrible", "a great film", "the cat sat on the mat", "a great film", "what a good movie"];
 
@@ -106,7 +102,7 @@ fn similarity_embed_all_and_prompts_answer_as_the_library() {
     let (status, text) = server.post("/embed", &json!({"inputs": "a", "prompt_name": "query"}).to_string());
     assert_eq!(status, 422, "{text}");
 
-    // A sentence-transformers folder with prompts: the request's prompt picks an encoder loaded with it,
+    // A sentence-transformers folder with prompts: one encoder answers each request with its prompt,
     // and TEI's `normalize` (true unless asked otherwise) scales the vectors to unit length, whatever
     // modules the folder lists.
     let st = Server::start(&st_model("old_mean"), &[]);

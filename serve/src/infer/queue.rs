@@ -7,18 +7,18 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use roformer::{Classification, Encoded, Inputs, Reranker, SentenceEncoder, TextClassifier};
+use roformer::{Classification, Encoded, Inputs, Prompt, Reranker, SentenceEncoder, TextClassifier};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
-use crate::metrics::Metrics;
+use super::metrics::Metrics;
 
 /// The loaded model. Every model embeds: a classifier or reranker through its own encoder
 /// (shared weights).
 pub struct Backend {
     pub encoder: SentenceEncoder,
-    /// One encoder per prompt name of a sentence-transformers folder, in `App::prompt_names`
-    /// order: the library puts a prompt before the text, so a prompted input goes in as text.
-    pub prompted: Vec<SentenceEncoder>,
+    /// The encoder's prompt names (sorted), which `Task::Embed`'s prompt indexes: the library
+    /// puts a prompt before the text, so a prompted input goes in as text.
+    pub prompt_names: Vec<String>,
     pub head: Head,
 }
 
@@ -30,7 +30,7 @@ pub enum Head {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Task {
-    /// Pooled; `prompt` indexes `Backend::prompted`.
+    /// Pooled; `prompt` indexes `Backend::prompt_names`.
     Embed {
         prompt: Option<usize>,
     },
@@ -180,8 +180,13 @@ fn forward(backend: &Backend, task: Task, jobs: &[Job]) -> Result<Vec<Value>, ro
         }
         (Task::Embed { prompt: Some(p) }, _) => {
             let texts: Vec<&str> = jobs.iter().map(|j| j.texts[0].as_str()).collect();
-            let encoder = backend.prompted.get(p).ok_or("no encoder for this prompt")?;
-            encoder.encode(&texts)?.into_iter().map(Value::Embedding).collect()
+            let name = backend.prompt_names.get(p).ok_or("no such prompt")?;
+            backend
+                .encoder
+                .encode_with(&texts, Prompt::Named(name))?
+                .into_iter()
+                .map(Value::Embedding)
+                .collect()
         }
         (Task::EmbedAll, _) => {
             let model = backend.encoder.model();

@@ -1,0 +1,8 @@
+//! HTTP around the inference core (as TEI's `router/src/http`): the router and the OpenAPI
+//! document, the middleware, the handlers, and the error bodies. The only place with axum,
+//! hyper and http types.
+
+pub mod error;
+pub mod handlers;
+pub mod middleware;
+pub mod router;
