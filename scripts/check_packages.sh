@@ -8,15 +8,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 limit=$((10 * 1024 * 1024))
+packages="${CARGO_TARGET_DIR:-target}/package"
 members=(roformer roformer-cli roformer-serve)
 
-rm -f target/package/*.crate
+rm -f "$packages"/*.crate
 # --allow-dirty: the check is of the working tree as it stands, committed or not.
 cargo package --workspace --no-verify --allow-dirty --quiet
 
 status=0
 for name in "${members[@]}"; do
-    crate=$(ls target/package/"$name"-[0-9]*.crate 2>/dev/null | head -n 1)
+    crate=$(ls "$packages"/"$name"-[0-9]*.crate 2>/dev/null | head -n 1 || true)
     if [[ -z "$crate" ]]; then
         echo "check_packages: no .crate for $name: is it still published?" >&2
         status=1
@@ -43,7 +44,7 @@ for name in "${members[@]}"; do
         fi
     done
 done
-if ! tar -tzf target/package/roformer-[0-9]*.crate | grep 'models/roformer-sst2/model.safetensors$' >/dev/null; then
+if ! tar -tzf "$packages"/roformer-[0-9]*.crate | grep 'models/roformer-sst2/model.safetensors$' >/dev/null; then
     echo "check_packages: the roformer package lacks the built-in model its bundled-sst2 feature reads" >&2
     status=1
 fi
