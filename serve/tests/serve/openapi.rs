@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::*;
 
 /// Every route the router serves.
-const ROUTES: [(&str, &str); 17] = [
+pub const ROUTES: [(&str, &str); 17] = [
     ("post", "/"),
     ("get", "/"),
     ("post", "/embed"),

@@ -178,26 +178,7 @@ fn api_key_cors_and_the_openapi_document() {
     assert_eq!(status, 200);
     let doc: Value = serde_json::from_str(&doc).unwrap();
     let paths = doc["paths"].as_object().unwrap();
-    let routes = [
-        ("post", "/"),
-        ("get", "/"),
-        ("post", "/embed"),
-        ("post", "/embed_all"),
-        ("post", "/predict"),
-        ("post", "/rerank"),
-        ("post", "/similarity"),
-        ("post", "/v1/embeddings"),
-        ("post", "/embeddings"),
-        ("post", "/tokenize"),
-        ("post", "/decode"),
-        ("get", "/health"),
-        ("get", "/ping"),
-        ("get", "/info"),
-        ("get", "/metrics"),
-        ("get", "/docs"),
-        ("get", "/api-doc/openapi.json"),
-    ];
-    for (method, path) in routes {
+    for (method, path) in crate::openapi::ROUTES {
         assert!(
             paths.get(path).and_then(|p| p.get(method)).is_some(),
             "{method} {path} is not in the document"
@@ -205,11 +186,11 @@ fn api_key_cors_and_the_openapi_document() {
     }
     assert_eq!(
         paths.values().map(|p| p.as_object().unwrap().len()).sum::<usize>(),
-        routes.len(),
+        crate::openapi::ROUTES.len(),
         "{:?}",
         paths.keys()
     );
-    for (method, path) in routes {
+    for (method, path) in crate::openapi::ROUTES {
         let auth = ("authorization", "Bearer s3cret");
         let (status, _, _) = server.request(&method.to_uppercase(), path, &[json_type, auth], "{}");
         assert!(status != 404 && status != 405, "{method} {path}: {status}");
