@@ -51,6 +51,13 @@ fi
 ((status == 0)) || exit "$status"
 
 if [[ "${1:-}" != "--quick" ]]; then
+    # The dry run builds each package against the others' from a local registry that cargo unpacks
+    # under $CARGO_HOME/registry/src/-<hash>/ and, for the same version, never unpacks again: a
+    # second run would build against the first run's sources. Those folders are cargo's own scratch.
+    version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+    for name in "${members[@]}"; do
+        rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$name-$version"
+    done
     cargo publish --workspace --dry-run --allow-dirty
 fi
 echo "check_packages: ok"
