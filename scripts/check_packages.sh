@@ -55,9 +55,12 @@ if [[ "${1:-}" != "--quick" ]]; then
     # under $CARGO_HOME/registry/src/-<hash>/ and, for the same version, never unpacks again: a
     # second run would build against the first run's sources. Those folders are cargo's own scratch.
     version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+    # Cargo also keeps what it built from them, fingerprinted by version alone, in the dev profile
+    # (the tests build release): clean our packages there.
     for name in "${members[@]}"; do
         rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$name-$version"
     done
+    cargo clean --quiet --profile dev -p roformer -p roformer-cli -p roformer-serve
     cargo publish --workspace --dry-run --allow-dirty
 fi
 echo "check_packages: ok"
