@@ -258,7 +258,7 @@ impl SentenceEncoder {
         self.prompts.iter().flat_map(|(prompts, _)| prompts.keys().map(String::as_str)).collect()
     }
 
-    /// One embedding per encoding from [`SentenceEncoder::tokenizer`], in input order, as given:
+    /// One embedding per encoding from [`Pipeline::tokenizer`], in input order, as given:
     /// no prompt is put before them, nor left out of the pooling.
     pub fn encode_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Vec<f32>>> {
         self.embed(encodings, 0)

@@ -142,7 +142,7 @@ impl TextClassifier {
         self.classify_tokenized(&encodings)
     }
 
-    /// One prediction per encoding from [`TextClassifier::tokenizer`], in input order.
+    /// One prediction per encoding from [`Pipeline::tokenizer`], in input order.
     pub fn classify_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Classification>> {
         let pipeline = &self.pipeline;
         pipeline.run(encodings, |batch, encodings| {
