@@ -1,19 +1,11 @@
-//! JSON files of a checkpoint folder that may be absent: tokenizer_config.json, modules.json,
-//! a sentence-transformers module's config.
+//! Parsing the JSON files of a checkpoint folder (tokenizer_config.json, modules.json, a
+//! sentence-transformers module's config), with errors that name the file.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-
-/// A JSON file of the folder, `None` when absent; a malformed one is an error naming it.
-pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<Value>> {
-    if !path.is_file() {
-        return Ok(None);
-    }
-    parse_json(&std::fs::read(path).map_err(|e| Error::io(path, e))?, path).map(Some)
-}
 
 /// A JSON file's bytes; a malformed one is an error naming `path`.
 pub(crate) fn parse_json(bytes: &[u8], path: &Path) -> Result<Value> {

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::loading::json::parse_json;
 
 /// A single safetensors file, memory-mapped.
 pub(crate) const SAFETENSORS: &str = "model.safetensors";
@@ -19,12 +20,43 @@ pub(crate) const PYTORCH_INDEX: &str = "pytorch_model.bin.index.json";
 /// Weight files, in order of preference; an `.index.json` brings its shards.
 pub(crate) const WEIGHT_FILES: [&str; 4] = [SAFETENSORS, SAFETENSORS_INDEX, PYTORCH, PYTORCH_INDEX];
 
+/// Tokenizer and config files a folder may hold beside `config.json` and the weights,
+/// sentence-transformers' included.
+pub(crate) const OPTIONAL_FILES: [&str; 7] = [
+    "tokenizer_config.json",
+    "vocab.txt",
+    "tokenizer.json",
+    "special_tokens_map.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+];
+
+/// The files of a sentence-transformers module in its subfolder (a Pooling's config, a Dense's
+/// config and weights).
+pub(crate) const MODULE_FILES: [&str; 3] = ["config.json", SAFETENSORS, PYTORCH];
+
+/// The subfolders a sentence-transformers `modules.json` names (the Transformer's is the root);
+/// `path` names the file in errors.
+pub(crate) fn module_folders(bytes: &[u8], path: &Path) -> Result<Vec<String>> {
+    let list = parse_json(bytes, path)?;
+    Ok(list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("path")?.as_str())
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
 /// A weight file name that is a shard index (`*.index.json`), not weights.
 pub(crate) fn is_shard_index(name: &str) -> bool {
     name.ends_with(".index.json")
 }
 
 /// The shard file names a `*.index.json` lists in its `weight_map`, sorted, each once.
+#[cfg(feature = "hub")] // the Hub cache reads files by path; a ModelFiles folder reads by name
 pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
     shard_names(&std::fs::read(path).map_err(|e| Error::io(path, e))?, path)
 }

@@ -2,8 +2,8 @@
 //! (the weights), `layout` (the weight-file names, the shard index and the names a folder may
 //! hold), `json` (optional JSON files), `hub` (a folder fetched by Hugging Face Hub id into the
 //! shared cache), `tokenizer` (vocab.txt, tokenizer.json and tokenizer_config.json),
-//! `model_files` (a folder on disk or in memory, which every reader above goes through) and
-//! `bundled` (the SST-2 model built into the crate).
+//! `model_files` (a folder on disk or in memory, which every reader above goes through),
+//! `remote` (a folder fetched file by file through an async fetch, as a browser does) and `bundled` (the SST-2 model built into the crate).
 
 #[cfg(feature = "bundled-sst2")]
 mod bundled;
@@ -13,4 +13,5 @@ pub(crate) mod hub;
 pub(crate) mod json;
 pub(crate) mod layout;
 pub(crate) mod model_files;
+mod remote;
 pub(crate) mod tokenizer;

@@ -2,7 +2,6 @@
 //! accessors, and batched runs on the pipeline's own thread pool.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
@@ -12,6 +11,7 @@ use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::{Encoded, Tokenizer, Truncation};
 use crate::model::batching::{run_by_length, Batch};
 use crate::model::task::TaskModel;
+use crate::runtime::workers::Workers;
 
 /// Model, tokenizer and config of one checkpoint, with the thread pool its work runs on: what
 /// every task pipeline ([`crate::TextClassifier`], [`crate::SentenceEncoder`], ...) is built on and
@@ -26,7 +26,7 @@ pub struct Pipeline<M> {
     pub(super) options: PipelineOptions,
     /// Inputs are truncated to this many tokens.
     pub(super) max_length: usize,
-    pub(super) pool: Arc<rayon::ThreadPool>,
+    pub(super) workers: Workers,
 }
 
 impl<M> Pipeline<M> {
@@ -65,7 +65,7 @@ impl<M> Pipeline<M> {
             files: self.files.clone(),
             options: self.options.clone(),
             max_length: self.max_length,
-            pool: self.pool.clone(),
+            workers: self.workers.clone(),
         }
     }
 }
@@ -125,14 +125,8 @@ impl<M: TaskModel + Sync> Pipeline<M> {
         tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_length))?;
         let mut model: M = Checkpoint::from_files(files)?.load(&config, options.dtype, &options.device)?;
         model.quantize(options.quantization)?;
-        let threads =
-            options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("roformer-{i}"))
-            .build()
-            .map_err(|e| Error::option("threads", format!("cannot start {threads} threads: {e}")))?;
-        Ok(Self { model, tokenizer, config, files: files.clone(), options, max_length, pool: Arc::new(pool) })
+        let workers = Workers::new(options.threads)?;
+        Ok(Self { model, tokenizer, config, files: files.clone(), options, max_length, workers })
     }
 
     /// Runs `forward` on batches of similar length, inside the pipeline's thread pool, and
@@ -147,7 +141,7 @@ impl<M: TaskModel + Sync> Pipeline<M> {
         let encodings: Vec<&Encoded> = encodings.iter().collect();
         let device = &self.options.device;
         let packed = self.model.roformer().packs_batches();
-        self.pool.install(|| {
+        self.workers.install(|| {
             run_by_length(
                 &encodings,
                 self.options.batch_size,

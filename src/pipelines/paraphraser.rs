@@ -93,7 +93,7 @@ impl Paraphraser {
             generation = generation.with_eos_token_id(tokenizer.token_id(&tokenizer.special_tokens().sep)?);
         }
         let samples =
-            self.pipeline.pool.install(|| self.pipeline.model.generate(&source.input_ids, &generation))?;
+            self.pipeline.workers.install(|| self.pipeline.model.generate(&source.input_ids, &generation))?;
 
         let source_text = self.decode(&source.input_ids)?;
         let mut seen = HashSet::new();

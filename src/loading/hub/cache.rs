@@ -8,39 +8,10 @@ use std::path::{Path, PathBuf};
 use super::http::{Client, Failure, ATTEMPTS, FIRST_BACKOFF};
 use super::options::{DownloadProgress, HubOptions};
 use crate::error::{Error, HubErrorKind, Result};
-use crate::loading::json::read_json_if_exists;
 use crate::loading::layout::{
-    is_shard_index, shard_files, validate_component, validate_relative, validate_repo_id, PYTORCH,
-    PYTORCH_INDEX, SAFETENSORS, SAFETENSORS_INDEX, WEIGHT_FILES,
+    is_shard_index, module_folders, shard_files, validate_component, validate_relative, validate_repo_id,
+    MODULE_FILES, OPTIONAL_FILES, PYTORCH, PYTORCH_INDEX, SAFETENSORS, SAFETENSORS_INDEX, WEIGHT_FILES,
 };
-
-/// Tokenizer and config files fetched when the repo has them, sentence-transformers' included.
-const OPTIONAL_FILES: [&str; 7] = [
-    "tokenizer_config.json",
-    "vocab.txt",
-    "tokenizer.json",
-    "special_tokens_map.json",
-    "modules.json",
-    "sentence_bert_config.json",
-    "config_sentence_transformers.json",
-];
-
-/// The files of a sentence-transformers module in its subfolder (a Pooling's config, a Dense's
-/// config and weights), fetched when the repo has them.
-const MODULE_FILES: [&str; 3] = ["config.json", SAFETENSORS, PYTORCH];
-
-/// The subfolders a sentence-transformers `modules.json` names (the Transformer's is the root).
-fn module_folders(path: &Path) -> Result<Vec<String>> {
-    let list = read_json_if_exists(path)?.unwrap_or_default();
-    Ok(list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m.get("path")?.as_str())
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .collect())
-}
 
 /// One revision of one model repo, and its folder in the cache.
 pub(super) struct Repo<'a> {
@@ -150,7 +121,8 @@ impl<'a> Repo<'a> {
             }
         }
         if let Some(modules) = modules {
-            for sub in module_folders(&modules.path)? {
+            let bytes = std::fs::read(&modules.path).map_err(|e| Error::io(&modules.path, e))?;
+            for sub in module_folders(&bytes, &modules.path)? {
                 for file in MODULE_FILES {
                     self.fetch(&client, Some(commit), &format!("{sub}/{file}"))?;
                 }

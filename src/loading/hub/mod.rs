@@ -7,7 +7,7 @@
 //! of the download host. The token goes to the endpoint's own origin only. A blob the cache holds
 //! is never fetched again; a download goes to `blobs/{etag}.incomplete`, under the lock file
 //! Python uses, and an interrupted one resumes with a `Range` request. Errors are typed by the
-//! `X-Error-Code` the Hub sends (see [`HubErrorKind`]); 5xx, 429 and broken connections are
+//! `X-Error-Code` the Hub sends (see [`crate::HubErrorKind`]); 5xx, 429 and broken connections are
 //! retried a bounded number of times.
 //!
 //! Every name that reaches the file system (repo id, revision, file name, ETag, commit, shard
@@ -15,16 +15,18 @@
 //! and `X-Repo-Commit` headers into cache paths unchecked.
 //!
 //! `options` holds [`HubOptions`], `cache` the cache layout and the error mapping, `http` the
-//! requests and their retries; the names checked are those of `crate::loading::layout`.
+//! requests and their retries; the names checked are those of `crate::loading::layout`. Without
+//! the `hub` feature only `options` is built, and a model must be a folder.
 
+#[cfg(feature = "hub")]
 pub(crate) mod cache;
+#[cfg(feature = "hub")]
 mod http;
 pub(crate) mod options;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, HubErrorKind, Result};
-use crate::loading::hub::cache::Repo;
+use crate::error::{Error, Result};
 use crate::loading::hub::options::HubOptions;
 use crate::loading::layout::validate_repo_id;
 
@@ -51,8 +53,14 @@ fn resolve(model: &Path, revision: Option<&str>, hub: &HubOptions) -> Result<Pat
             source: None,
         });
     }
-    let revision = revision.unwrap_or("main");
-    let repo = Repo::new(text, revision, hub)?;
+    fetch(text, revision.unwrap_or("main"), hub)
+}
+
+/// The snapshot folder of Hub repo `id` at `revision`, downloaded into the cache unless it is there.
+#[cfg(feature = "hub")]
+fn fetch(id: &str, revision: &str, hub: &HubOptions) -> Result<PathBuf> {
+    use crate::error::HubErrorKind;
+    let repo = cache::Repo::new(id, revision, hub)?;
     if let Some(dir) = repo.complete_snapshot() {
         return Ok(dir);
     }
@@ -67,6 +75,13 @@ fn resolve(model: &Path, revision: Option<&str>, hub: &HubOptions) -> Result<Pat
     repo.download()
 }
 
+#[cfg(not(feature = "hub"))]
+fn fetch(id: &str, _revision: &str, _hub: &HubOptions) -> Result<PathBuf> {
+    Err(Error::Unsupported(format!(
+        "`{id}` is not a folder, and loading by Hugging Face Hub id needs the crate's `hub` feature"
+    )))
+}
+
 /// A model name that is a path, not a Hub id: an id is `name` or `org/name` of letters, digits,
 /// `.`, `_` and `-`, and `org/name` whose `org` is a local folder (`models/x`) is a path too.
 fn looks_like_path(model: &str) -> bool {
@@ -78,7 +93,7 @@ fn looks_like_path(model: &str) -> bool {
         || model.split_once('/').is_some_and(|(parent, _)| Path::new(parent).is_dir())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "hub"))]
 mod tests {
     use crate::loading::hub::cache::is_commit_hash;
     use crate::loading::layout::{validate_relative, validate_repo_id};

@@ -1,0 +1,88 @@
+//! A model folder fetched file by file through the caller's own asynchronous fetch (a browser's
+//! `fetch`, say), asking for the same files, in the same order, as the Hub client
+//! (`crate::loading::hub`) downloads.
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::loading::layout::{
+    is_shard_index, module_folders, shard_names, MODULE_FILES, OPTIONAL_FILES, WEIGHT_FILES,
+};
+use crate::loading::model_files::ModelFiles;
+
+impl ModelFiles {
+    /// A model folder in memory, fetched file by file with `fetch`: given a path inside the folder
+    /// (`"config.json"`, `"1_Pooling/config.json"`), it returns the bytes, `None` when the folder
+    /// has no such file (HTTP 404), or an error. `name` stands for the folder in error messages.
+    ///
+    /// It asks for `config.json`, then the weights (the first of `model.safetensors`, its shard
+    /// index with every shard, `pytorch_model.bin` and its index), then the tokenizer and
+    /// sentence-transformers files, and the files of each module `modules.json` names.
+    ///
+    /// ```
+    /// # fn main() -> roformer::Result<()> {
+    /// # let source = roformer::ModelFiles::bundled_sst2();
+    /// // Any async client works; here the "server" is the built-in model.
+    /// let fetch = |name: String| {
+    ///     let found = source.contains(&name).then(|| source.read(&name).map(|b| b.into_owned()));
+    ///     std::future::ready(found.transpose())
+    /// };
+    /// let files = std::pin::pin!(roformer::ModelFiles::from_fetch("sst2", fetch));
+    /// # let waker = std::task::Waker::noop();
+    /// # let std::task::Poll::Ready(files) = files.poll(&mut std::task::Context::from_waker(&waker)) else { panic!() };
+    /// let files = files?;
+    /// assert!(files.contains("model.safetensors") && files.contains("vocab.txt"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_fetch<F, Fut>(name: impl Into<PathBuf>, mut fetch: F) -> Result<Self>
+    where
+        F: FnMut(String) -> Fut,
+        Fut: Future<Output = Result<Option<Vec<u8>>>>,
+    {
+        let root = name.into();
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let missing = |file: &str, what: &str| {
+            Error::io(root.join(file), std::io::Error::new(std::io::ErrorKind::NotFound, what.to_string()))
+        };
+        let config = fetch("config.json".into()).await?.ok_or_else(|| missing("config.json", "not found"))?;
+        files.push(("config.json".into(), config));
+        let mut weights = None;
+        for file in WEIGHT_FILES {
+            if let Some(bytes) = fetch(file.into()).await? {
+                weights = Some((file, bytes));
+                break;
+            }
+        }
+        let (file, bytes) = weights.ok_or_else(|| {
+            missing(WEIGHT_FILES[0], "no model.safetensors, shard index, pytorch_model.bin or its index")
+        })?;
+        let shards = if is_shard_index(file) { shard_names(&bytes, &root.join(file))? } else { Vec::new() };
+        files.push((file.into(), bytes));
+        for shard in shards {
+            let bytes = fetch(shard.clone())
+                .await?
+                .ok_or_else(|| missing(&shard, "listed in the shard index but not found"))?;
+            files.push((shard, bytes));
+        }
+        let mut modules = Vec::new();
+        for file in OPTIONAL_FILES {
+            if let Some(bytes) = fetch(file.into()).await? {
+                if file == "modules.json" {
+                    modules = module_folders(&bytes, &root.join(file))?;
+                }
+                files.push((file.into(), bytes));
+            }
+        }
+        for module in modules {
+            for file in MODULE_FILES {
+                let path = format!("{module}/{file}");
+                if let Some(bytes) = fetch(path.clone()).await? {
+                    files.push((path, bytes));
+                }
+            }
+        }
+        ModelFiles::from_memory(root, files)
+    }
+}
