@@ -4,7 +4,8 @@
 
 use crate::support::fixture;
 
-/// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with what each needs of the CPU.
+/// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with what each needs of the CPU
+/// (`simd128` is WebAssembly's, which no native CPU runs).
 fn levels() -> Vec<(&'static str, bool)> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -13,6 +14,7 @@ fn levels() -> Vec<(&'static str, bool)> {
         let avx512 = avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
         vec![
             ("portable", true),
+            ("simd128", false),
             ("avx2", avx2),
             ("avx-vnni", avx2 && has!("avxvnni")),
             ("avx512", avx512),
@@ -20,7 +22,14 @@ fn levels() -> Vec<(&'static str, bool)> {
         ]
     }
     #[cfg(not(target_arch = "x86_64"))]
-    vec![("portable", true), ("avx2", false), ("avx-vnni", false), ("avx512", false), ("avx512-vnni", false)]
+    vec![
+        ("portable", true),
+        ("simd128", false),
+        ("avx2", false),
+        ("avx-vnni", false),
+        ("avx512", false),
+        ("avx512-vnni", false),
+    ]
 }
 
 /// Runs the tests whose names start with `filters` in a child with `env` set; returns how many passed.
@@ -80,7 +89,11 @@ fn parity_on_candles_engine() {
 fn engine_settings_that_cannot_be_served_are_named() {
     let model = fixture("pipelines/cls").to_string_lossy().into_owned();
     let cases = [
-        ("ROFORMER_CPU_LEVEL", "avx9", "ROFORMER_CPU_LEVEL=avx9: not a level (choices: portable, avx2"),
+        (
+            "ROFORMER_CPU_LEVEL",
+            "avx9",
+            "ROFORMER_CPU_LEVEL=avx9: not a level (choices: portable, simd128, avx2",
+        ),
         ("ROFORMER_ENGINE", "gpu", "ROFORMER_ENGINE=gpu: not an engine (choices: fused, candle)"),
     ];
     for (var, value, message) in cases {

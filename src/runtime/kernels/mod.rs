@@ -9,7 +9,7 @@
 
 /// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
 /// accumulators in registers.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 macro_rules! by_rows {
     ($kernel:ident, $t:expr, $($r:literal)*) => {
         match $t.rows {
@@ -97,6 +97,9 @@ unsafe impl Sync for SendPtr {}
 pub(crate) enum Level {
     /// Plain Rust that the compiler vectorises for the target's baseline (SSE2, NEON).
     Portable,
+    /// WebAssembly SIMD (128-bit), when the module is built with `+simd128`: fixed at build
+    /// time, as a WebAssembly module cannot ask the CPU.
+    Simd128,
     /// AVX2 and FMA: 256-bit f32 FMAs; int8 through `vpmaddubsw` and `vpmaddwd`.
     Avx2,
     /// AVX2 with AVX-VNNI: int8 through the 256-bit `vpdpbusd`.
@@ -108,13 +111,14 @@ pub(crate) enum Level {
 }
 
 impl Level {
-    pub const ALL: [Level; 5] =
-        [Level::Portable, Level::Avx2, Level::AvxVnni, Level::Avx512, Level::Avx512Vnni];
+    pub const ALL: [Level; 6] =
+        [Level::Portable, Level::Simd128, Level::Avx2, Level::AvxVnni, Level::Avx512, Level::Avx512Vnni];
 
     /// The name `ROFORMER_CPU_LEVEL` takes.
     pub fn name(self) -> &'static str {
         match self {
             Level::Portable => "portable",
+            Level::Simd128 => "simd128",
             Level::Avx2 => "avx2",
             Level::AvxVnni => "avx-vnni",
             Level::Avx512 => "avx512",
@@ -132,6 +136,7 @@ impl Level {
                 || avx2() && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
             match self {
                 Level::Portable => true,
+                Level::Simd128 => false,
                 Level::Avx2 => avx2(),
                 Level::AvxVnni => avx2() && has!("avxvnni"),
                 Level::Avx512 => avx512(),
@@ -141,6 +146,7 @@ impl Level {
         #[cfg(not(target_arch = "x86_64"))]
         {
             self == Level::Portable
+                || (self == Level::Simd128 && cfg!(all(target_arch = "wasm32", target_feature = "simd128")))
         }
     }
 
@@ -202,7 +208,7 @@ macro_rules! multiversion {
                     // it has the features each variant is compiled for.
                     Level::Avx512 | Level::Avx512Vnni => return unsafe { avx512($($arg),*) },
                     Level::Avx2 | Level::AvxVnni => return unsafe { avx2($($arg),*) },
-                    Level::Portable => {}
+                    Level::Portable | Level::Simd128 => {}
                 }
             }
             body($($arg),*)

@@ -7,6 +7,7 @@
 //! | AVX-512 VNNI | 14 × 32 | `vpdpbusd` (512-bit) |
 //! | AVX-VNNI | 6 × 16 | `vpdpbusd` (256-bit) |
 //! | AVX2 (and AVX-512 without VNNI) | 5 × 16 | `vpmaddubsw` then `vpmaddwd` by ones |
+//! | WebAssembly SIMD | 5 × 4 | `i32x4.dot_i16x8_s` on u8 and s8 widened to i16 |
 //! | portable | 4 × 16 | widened products the compiler vectorises |
 //!
 //! `vpmaddubsw` adds two u8 × s8 products in saturating i16: with weights up to ±127 a pair can
@@ -76,7 +77,7 @@ impl I8Tile<'_> {
 pub(crate) enum StepLayout {
     /// Column by column, each column's 4 k's together: the operand of `vpdpbusd` and
     /// `vpmaddubsw` (x86 only).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "wasm32")), allow(dead_code))]
     Quads,
     /// k by k, each k's `nr` columns together: the operand of widening multiplies along columns.
     ByK,
@@ -140,6 +141,10 @@ static AVX512_VNNI: I8Kernel = I8Kernel {
     tile: avx512_vnni::tile,
 };
 
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+static SIMD128: I8Kernel =
+    I8Kernel { mr: 5, nr: 4, a_stride: 5, weight_max: 127.0, layout: StepLayout::Quads, tile: simd128::tile };
+
 impl I8Kernel {
     pub fn for_level(level: Level) -> &'static I8Kernel {
         #[cfg(target_arch = "x86_64")]
@@ -147,7 +152,11 @@ impl I8Kernel {
             Level::Avx512Vnni => return &AVX512_VNNI,
             Level::AvxVnni => return &AVX_VNNI,
             Level::Avx2 | Level::Avx512 => return &AVX2,
-            Level::Portable => {}
+            Level::Portable | Level::Simd128 => {}
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if level == Level::Simd128 {
+            return &SIMD128;
         }
         let _ = level;
         &PORTABLE
@@ -348,6 +357,58 @@ mod avx2 {
                 _mm256_storeu_si256(sums.as_mut_ptr().cast(), lo[r]);
                 _mm256_storeu_si256(sums.as_mut_ptr().add(8).cast(), hi[r]);
                 t.store(r, &sums);
+            }
+        }
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128 {
+    use std::arch::wasm32::*;
+
+    use super::I8Tile;
+
+    const MR: usize = 5;
+    const NR: usize = 4;
+
+    /// # Safety
+    /// `t.c` is valid for the tile's writes (the module is built with simd128, so the engine
+    /// runs it).
+    pub(super) unsafe fn tile(t: &I8Tile) {
+        t.check(MR, NR, MR);
+        // SAFETY: the operands were checked above; the caller vouches for `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4 5) }
+    }
+
+    unsafe fn rows<const R: usize>(t: &I8Tile) {
+        let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
+        // Each accumulator holds two columns' sums in pairs of lanes: `dot_i16x8` adds the
+        // products of k = 0, 1 and of k = 2, 3 of each column (u8 · s8 is exact in i16's
+        // product, summed in i32).
+        let mut lo = [i32x4_splat(0); R];
+        let mut hi = [i32x4_splat(0); R];
+        for step in 0..t.steps {
+            // SAFETY: `b` holds `steps` steps of NR · 4 = 16 bytes, `a` `steps` lines of MR
+            // dwords (checked by `tile`); v128 loads take any alignment.
+            let (w, line) = unsafe { (v128_load(b.add(step * NR * 4).cast()), a.add(step * MR)) };
+            let (w01, w23) = (i16x8_extend_low_i8x16(w), i16x8_extend_high_i8x16(w));
+            for r in 0..R {
+                // Row r's 4 bytes twice, as u16: [x0 x1 x2 x3 x0 x1 x2 x3].
+                let x = u16x8_extend_low_u8x16(unsafe { v128_load32_splat(line.add(r)) });
+                lo[r] = i32x4_add(lo[r], i32x4_dot_i16x8(x, w01));
+                hi[r] = i32x4_add(hi[r], i32x4_dot_i16x8(x, w23));
+            }
+        }
+        for r in 0..R {
+            let sums = i32x4_add(
+                i32x4_shuffle::<0, 2, 4, 6>(lo[r], hi[r]),
+                i32x4_shuffle::<1, 3, 5, 7>(lo[r], hi[r]),
+            );
+            let mut out = [0i32; NR];
+            // SAFETY: `out` holds NR = 4 sums; row r of `c` is valid for `cols` writes (the caller).
+            unsafe {
+                v128_store(out.as_mut_ptr().cast(), sums);
+                t.store(r, &out);
             }
         }
     }
