@@ -141,6 +141,16 @@ pub enum HubErrorKind {
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// `candle_core::bail!` for functions that return this crate's [`Result`]: returns the error
+/// `bail!` makes (the formatted message, and a backtrace when enabled) as [`Error::Candle`], whose
+/// message is Candle's.
+macro_rules! candle_bail {
+    ($($arg:tt)+) => {
+        return Err($crate::Error::Candle(candle_core::Error::Msg(format!($($arg)+)).bt()))
+    };
+}
+pub(crate) use candle_bail;
+
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -233,5 +243,14 @@ impl Error {
     /// A failure inside the tokenizers library, kept as the source.
     pub(crate) fn from_tokenizers(source: tokenizers::Error) -> Self {
         Error::Tokenizer { message: "tokenization failed".into(), source: Some(source) }
+    }
+
+    /// Back into Candle's error type, for the public `candle_core::Module` impls, whose signature
+    /// fixes it: a Candle error comes back as it was, any other is wrapped with its message.
+    pub(crate) fn into_candle(self) -> candle_core::Error {
+        match self {
+            Error::Candle(e) => e,
+            other => candle_core::Error::wrap(other),
+        }
     }
 }

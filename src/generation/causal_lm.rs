@@ -2,7 +2,7 @@
 //! and the [`GenerationMode`] its checkpoints generate in. `generate` itself is in the
 //! `generation` module, which builds on this one.
 
-use candle_core::{Module, Tensor};
+use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
 use crate::error::Result;
@@ -65,12 +65,12 @@ impl RoFormerForCausalLM {
     }
 
     /// Vocabulary scores (.., vocab_size) of hidden states (.., hidden).
-    pub(crate) fn lm_head(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn lm_head(&self, hidden: &Tensor) -> Result<Tensor> {
         self.cls.forward(hidden)
     }
 
     /// Next-token scores, (batch, seq, vocab_size).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
-        Ok(self.cls.forward(&self.roformer.run(&self.roformer.batch(inputs)?, true, None, None)?)?)
+        self.cls.forward(&self.roformer.run(&self.roformer.batch(inputs)?, true, None, None)?)
     }
 }

@@ -3,7 +3,9 @@
 
 use std::cell::{RefCell, RefMut};
 
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{DType, Device, Tensor};
+
+use crate::error::{Error, Result};
 
 /// One layer's rotated keys and values, (batch, heads, capacity, head_dim), filled up to `len`.
 ///
@@ -63,7 +65,7 @@ impl KvCache {
         self.layers
             .get(index)
             .map(RefCell::borrow_mut)
-            .ok_or_else(|| candle_core::Error::Msg(format!("no cache for layer {index}")))
+            .ok_or_else(|| Error::Candle(candle_core::Error::Msg(format!("no cache for layer {index}"))))
     }
 
     /// Keeps the sequences at `rows` (in that order, repeats allowed): copies one source's cache

@@ -147,7 +147,7 @@ impl Checkpoint {
         if backend.resolve(name).is_none() {
             return Ok(None);
         }
-        backend.read(name).map(Some).map_err(|e| backend.take_error().unwrap_or(Error::Candle(e)))
+        backend.read(name).map(Some)
     }
 
     /// Builds a model from these weights, converting them to `dtype` on `device`.
@@ -289,10 +289,6 @@ impl Backend {
         candle_core::Error::Msg(message)
     }
 
-    fn take_error(&self) -> Option<Error> {
-        self.error.lock().ok().and_then(|mut slot| slot.take())
-    }
-
     /// The stored name for `name`: itself, or the same name without / with the `roformer.` prefix.
     fn resolve(&self, name: &str) -> Option<(usize, String)> {
         let names = &self.weights.names;
@@ -304,10 +300,9 @@ impl Backend {
         candidates.into_iter().flatten().find_map(|n| names.get(&n).map(|&i| (i, n)))
     }
 
-    fn read(&self, name: &str) -> candle_core::Result<Tensor> {
+    fn read(&self, name: &str) -> Result<Tensor> {
         let Some((file, stored)) = self.resolve(name) else {
-            return Err(self
-                .fail(Error::MissingTensor { path: self.weights.origin.clone(), tensor: name.to_string() }));
+            return Err(Error::MissingTensor { path: self.weights.origin.clone(), tensor: name.to_string() });
         };
         let (path, weights) = &self.weights.files[file];
         let tensor = match weights {
@@ -316,12 +311,10 @@ impl Backend {
             WeightFile::Static(st) => st.load(&stored, &Device::Cpu),
             WeightFile::Buffered(st) => st.load(&stored, &Device::Cpu),
         };
-        let bad = |message: String| {
-            self.fail(Error::Checkpoint {
-                path: path.clone(),
-                message: format!("tensor `{stored}` {message}"),
-                source: None,
-            })
+        let bad = |message: String| Error::Checkpoint {
+            path: path.clone(),
+            message: format!("tensor `{stored}` {message}"),
+            source: None,
         };
         let tensor = tensor.map_err(|e| bad(format!("cannot be read: {}", root_message(&e))))?;
         // Every weight of a RoFormer is a float: integer bytes would be converted silently.
@@ -355,7 +348,7 @@ fn first_non_finite(tensor: &Tensor) -> Option<usize> {
 
 impl SimpleBackend for Backend {
     fn get(&self, s: Shape, name: &str, _: Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
-        let tensor = self.read(name)?;
+        let tensor = self.read(name).map_err(|e| self.fail(e))?;
         if tensor.shape() != &s {
             let path = self.resolve(name).map(|(i, _)| self.weights.files[i].0.clone()).unwrap_or_default();
             return Err(self.fail(Error::ShapeMismatch {
@@ -369,7 +362,7 @@ impl SimpleBackend for Backend {
     }
 
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
-        self.read(name)?.to_dtype(dtype)?.to_device(dev)
+        self.read(name).map_err(|e| self.fail(e))?.to_dtype(dtype)?.to_device(dev)
     }
 
     fn contains_tensor(&self, name: &str) -> bool {

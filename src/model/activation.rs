@@ -1,7 +1,8 @@
 //! Activation functions named as in transformers' `ACT2FN`.
 
-use candle_core::{DType, Result, Tensor};
+use candle_core::{DType, Tensor};
 
+use crate::error::Result;
 use crate::runtime::kernels::math;
 
 /// An activation function, by its transformers name.
@@ -47,10 +48,10 @@ impl Activation {
     pub fn forward(self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Activation::Gelu => gelu_erf(xs),
-            Activation::GeluNew | Activation::GeluPytorchTanh => xs.gelu(),
-            Activation::Relu => xs.relu(),
-            Activation::Silu | Activation::Swish => xs.silu(),
-            Activation::Tanh => xs.tanh(),
+            Activation::GeluNew | Activation::GeluPytorchTanh => Ok(xs.gelu()?),
+            Activation::Relu => Ok(xs.relu()?),
+            Activation::Silu | Activation::Swish => Ok(xs.silu()?),
+            Activation::Tanh => Ok(xs.tanh()?),
             Activation::Linear => Ok(xs.clone()),
         }
     }
@@ -81,8 +82,8 @@ impl From<Activation> for String {
 }
 
 impl candle_core::Module for Activation {
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        Activation::forward(*self, xs)
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        Activation::forward(*self, xs).map_err(crate::Error::into_candle)
     }
 }
 
@@ -91,9 +92,9 @@ impl candle_core::Module for Activation {
 /// approximation instead (Eigen's, as vectorised by PyTorch: within 1e-6 of erf).
 fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
     if xs.track_op() || xs.dtype() != DType::F32 || !xs.device().is_cpu() {
-        return xs.gelu_erf();
+        return Ok(xs.gelu_erf()?);
     }
-    xs.contiguous()?.apply_op1_no_bwd(&FastGeluErf)
+    Ok(xs.contiguous()?.apply_op1_no_bwd(&FastGeluErf)?)
 }
 
 struct FastGeluErf;
@@ -107,7 +108,7 @@ impl candle_core::CustomOp1 for FastGeluErf {
         &self,
         storage: &candle_core::CpuStorage,
         layout: &candle_core::Layout,
-    ) -> Result<(candle_core::CpuStorage, candle_core::Shape)> {
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
         let candle_core::CpuStorage::F32(data) = storage else {
             candle_core::bail!("fast-gelu-erf takes f32")
         };

@@ -1,9 +1,10 @@
 //! Multi-head self-attention with rotary position embedding on queries and keys (and values
 //! when `rotary_value` is set), followed by the output projection and the post-norm.
 
-use candle_core::{Module, Result, Tensor};
+use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
+use crate::error::{Error, Result};
 use crate::generation::kv_cache::LayerCache;
 use crate::loading::config::Config;
 use crate::model::layers::{load_weights, Linear, Norm};
@@ -45,11 +46,11 @@ impl Projections {
         Ok(Projections::Stacked(Linear::new(weight, bias, engine)?))
     }
 
-    fn quantize(&mut self) -> crate::Result<()> {
+    fn quantize(&mut self) -> Result<()> {
         match self {
             Projections::Stacked(qkv) => qkv.quantize(),
             Projections::Separate { .. } => {
-                Err(crate::Error::Unsupported("a model loaded for training cannot be quantized".into()))
+                Err(Error::Unsupported("a model loaded for training cannot be quantized".into()))
             }
         }
     }
@@ -57,10 +58,10 @@ impl Projections {
     /// Queries, keys and values side by side: (.., 3 * hidden).
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Projections::Separate { query, key, value } => Tensor::cat(
+            Projections::Separate { query, key, value } => Ok(Tensor::cat(
                 &[query.forward(xs)?, key.forward(xs)?, value.forward(xs)?],
                 candle_core::D::Minus1,
-            ),
+            )?),
             Projections::Stacked(qkv) => qkv.forward(xs),
         }
     }
@@ -102,7 +103,7 @@ impl SelfAttention {
                 self.candle(&qkv, pass, batch, len, bias.as_ref(), Some(&mut *cache.layer(self.layer)?))?
             }
         };
-        context.reshape(xs.dims())
+        Ok(context.reshape(xs.dims())?)
     }
 
     /// The fused kernel, from the stacked projections of every token.
@@ -155,7 +156,7 @@ impl SelfAttention {
             None => scores,
         };
         let probs = pass.dropout(&softmax_last_dim(&scores)?, self.dropout)?;
-        probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((b, t, hidden))
+        Ok(probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((b, t, hidden))?)
     }
 }
 
@@ -168,12 +169,12 @@ fn check_scores_size(b: usize, heads: usize, t: usize, dtype: candle_core::DType
     let bytes = [heads, t, t, dtype.size_in_bytes()].into_iter().try_fold(b, usize::checked_mul);
     match bytes {
         Some(n) if n <= SCORES_LIMIT_BYTES => Ok(()),
-        _ => Err(candle_core::Error::Msg(format!(
+        _ => Err(Error::Candle(candle_core::Error::Msg(format!(
             "attention over {b} sequences of {t} tokens would hold {:.1} GiB of scores in {dtype:?} (the limit is {} GiB \
              on this path): use f32 on the CPU, whose attention is blocked, or a smaller batch or max length",
             (b as f64) * (heads as f64) * (t as f64) * (t as f64) * dtype.size_in_bytes() as f64 / (1u64 << 30) as f64,
             SCORES_LIMIT_BYTES >> 30
-        ))),
+        )))),
     }
 }
 
@@ -217,7 +218,7 @@ impl Attention {
     }
 
     /// Int8 weights for the projections and the output dense.
-    pub fn quantize(&mut self) -> crate::Result<()> {
+    pub fn quantize(&mut self) -> Result<()> {
         self.self_attention.projections.quantize()?;
         self.output.dense.quantize()
     }

@@ -48,50 +48,50 @@ impl Batch {
     }
 
     /// The hidden state (or logits) of each sequence's first token: (batch, width).
-    pub fn first_tokens(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    pub fn first_tokens(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Batch::Padded { .. } => xs.narrow(1, 0, 1)?.squeeze(1),
+            Batch::Padded { .. } => Ok(xs.narrow(1, 0, 1)?.squeeze(1)?),
             Batch::Packed { spans, .. } => {
                 let starts: Vec<u32> = spans.iter().map(|&(s, _)| s as u32).collect();
                 let n = starts.len();
-                xs.index_select(&Tensor::from_vec(starts, n, xs.device())?, 0)
+                Ok(xs.index_select(&Tensor::from_vec(starts, n, xs.device())?, 0)?)
             }
         }
     }
 
     /// The mean of each sequence's real tokens: (batch, width).
-    pub fn mean(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    pub fn mean(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Batch::Padded { mask: None, .. } => xs.mean(1),
+            Batch::Padded { mask: None, .. } => Ok(xs.mean(1)?),
             Batch::Padded { mask: Some(mask), .. } => {
                 let mask = mask.to_dtype(xs.dtype())?.unsqueeze(D::Minus1)?;
                 let summed = xs.broadcast_mul(&mask)?.sum(1)?;
                 let counts = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
-                summed.broadcast_div(&counts)
+                Ok(summed.broadcast_div(&counts)?)
             }
             Batch::Packed { spans, .. } => {
                 let rows: Vec<Tensor> = spans
                     .iter()
-                    .map(|&(s, l)| xs.narrow(0, s, l)?.mean_keepdim(0))
-                    .collect::<candle_core::Result<_>>()?;
-                Tensor::cat(&rows, 0)
+                    .map(|&(s, l)| Ok(xs.narrow(0, s, l)?.mean_keepdim(0)?))
+                    .collect::<Result<_>>()?;
+                Ok(Tensor::cat(&rows, 0)?)
             }
         }
     }
 
     /// The rows of the first `len` tokens of sequence `b`: (len, ...).
-    pub fn tokens(&self, xs: &Tensor, b: usize, len: usize) -> candle_core::Result<Tensor> {
+    pub fn tokens(&self, xs: &Tensor, b: usize, len: usize) -> Result<Tensor> {
         match self {
-            Batch::Padded { .. } => xs.i(b)?.narrow(0, 0, len),
-            Batch::Packed { spans, .. } => xs.narrow(0, spans[b].0, len),
+            Batch::Padded { .. } => Ok(xs.i(b)?.narrow(0, 0, len)?),
+            Batch::Packed { spans, .. } => Ok(xs.narrow(0, spans[b].0, len)?),
         }
     }
 
     /// The row of token `pos` of sequence `b`.
-    pub fn token(&self, xs: &Tensor, b: usize, pos: usize) -> candle_core::Result<Tensor> {
+    pub fn token(&self, xs: &Tensor, b: usize, pos: usize) -> Result<Tensor> {
         match self {
-            Batch::Padded { .. } => xs.i((b, pos)),
-            Batch::Packed { spans, .. } => xs.i(spans[b].0 + pos),
+            Batch::Padded { .. } => Ok(xs.i((b, pos))?),
+            Batch::Packed { spans, .. } => Ok(xs.i(spans[b].0 + pos)?),
         }
     }
 }

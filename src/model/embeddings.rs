@@ -1,8 +1,9 @@
 //! Word and token-type embeddings; RoFormer has no absolute position embeddings.
 
-use candle_core::{Module, Result, Tensor};
+use candle_core::{Module, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
 
+use crate::error::Result;
 use crate::loading::config::Config;
 use crate::model::layers::Norm;
 use crate::model::pass::Pass;
@@ -20,7 +21,11 @@ impl Embeddings {
     /// The word embedding matrix under `vb`, loaded first: the model's engine follows it.
     pub fn load_words(vb: &VarBuilder, config: &Config) -> Result<Tensor> {
         let init = Init::Randn { mean: 0.0, stdev: config.initializer_range };
-        vb.pp("word_embeddings").get_with_hints((config.vocab_size, config.embedding_size()), "weight", init)
+        Ok(vb.pp("word_embeddings").get_with_hints(
+            (config.vocab_size, config.embedding_size()),
+            "weight",
+            init,
+        )?)
     }
 
     pub fn load(vb: VarBuilder, word: Tensor, config: &Config, engine: Engine) -> Result<Self> {

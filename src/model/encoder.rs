@@ -1,8 +1,9 @@
 //! The stack of transformer layers: attention, then the feed-forward block, each post-norm.
 
-use candle_core::{Module, Result, Tensor};
+use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
+use crate::error::Result;
 use crate::loading::config::Config;
 use crate::model::activation::Activation;
 use crate::model::attention::Attention;
@@ -32,7 +33,7 @@ impl FeedForward {
         })
     }
 
-    fn quantize(&mut self) -> crate::Result<()> {
+    fn quantize(&mut self) -> Result<()> {
         self.intermediate.quantize()?;
         self.output.quantize()
     }
@@ -58,7 +59,7 @@ impl Layer {
         })
     }
 
-    fn quantize(&mut self) -> crate::Result<()> {
+    fn quantize(&mut self) -> Result<()> {
         self.attention.quantize()?;
         self.feed_forward.quantize()
     }
@@ -83,7 +84,7 @@ impl Encoder {
     }
 
     /// Int8 weights for every linear layer of every layer.
-    pub fn quantize(&mut self) -> crate::Result<()> {
+    pub fn quantize(&mut self) -> Result<()> {
         self.layers.iter_mut().try_for_each(Layer::quantize)
     }
 

@@ -1,6 +1,6 @@
 //! Every task head transformers has for RoFormer, with its weight names.
 
-use candle_core::{Module, Tensor, D};
+use candle_core::{Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
@@ -22,7 +22,7 @@ struct ClassificationHead {
 }
 
 impl ClassificationHead {
-    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> candle_core::Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
             dense: Linear::load(vb.pp("dense"), h, h, true, config, engine)?,
@@ -33,7 +33,7 @@ impl ClassificationHead {
     }
 
     /// (batch, hidden) `[CLS]` states -> (batch, num_labels) logits.
-    fn forward(&self, cls: &Tensor, dropout: Option<&DropoutRng>) -> candle_core::Result<Tensor> {
+    fn forward(&self, cls: &Tensor, dropout: Option<&DropoutRng>) -> Result<Tensor> {
         let drop = |xs: &Tensor| match dropout {
             Some(rng) => rng.apply(xs, self.dropout),
             None => Ok(xs.clone()),
@@ -102,7 +102,7 @@ impl RoFormerForSequenceClassification {
     /// Logits of a batch, with dropout drawn from `dropout` in training.
     pub(crate) fn run(&self, batch: &Batch, dropout: Option<&DropoutRng>) -> Result<Tensor> {
         let sequence_output = self.roformer.run(batch, false, dropout, None)?;
-        Ok(self.classifier.forward(&batch.first_tokens(&sequence_output)?, dropout)?)
+        self.classifier.forward(&batch.first_tokens(&sequence_output)?, dropout)
     }
 }
 
@@ -139,12 +139,12 @@ impl RoFormerForTokenClassification {
     /// Logits, (batch, seq, num_labels).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
         let sequence_output = self.roformer.forward(inputs)?;
-        Ok(self.classifier.forward(&sequence_output)?)
+        self.classifier.forward(&sequence_output)
     }
 
     /// Logits of every token of a pipeline's batch.
     pub(crate) fn run(&self, batch: &Batch) -> Result<Tensor> {
-        Ok(self.classifier.forward(&self.roformer.run(batch, false, None, None)?)?)
+        self.classifier.forward(&self.roformer.run(batch, false, None, None)?)
     }
 }
 
@@ -159,12 +159,7 @@ pub(crate) struct MaskedLmHead {
 impl MaskedLmHead {
     /// `word_embeddings` is the decoder weight when the checkpoint omits it: transformers ties the
     /// two and, from version 5 on, does not save the tied copy.
-    fn load(
-        vb: VarBuilder,
-        config: &Config,
-        word_embeddings: &Tensor,
-        engine: Engine,
-    ) -> candle_core::Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, word_embeddings: &Tensor, engine: Engine) -> Result<Self> {
         let (h, e, v) = (config.hidden_size, config.embedding_size(), config.vocab_size);
         let decoder_vb = vb.pp("decoder");
         let weight = if decoder_vb.contains_tensor("weight") {
@@ -189,10 +184,9 @@ impl MaskedLmHead {
             decoder: Linear::new(weight, Some(bias), engine)?,
         })
     }
-}
 
-impl Module for MaskedLmHead {
-    fn forward(&self, sequence_output: &Tensor) -> candle_core::Result<Tensor> {
+    /// (.., hidden) hidden states -> (.., vocab_size) prediction scores.
+    pub fn forward(&self, sequence_output: &Tensor) -> Result<Tensor> {
         match &self.transform {
             Some((dense, activation, norm)) => {
                 let xs = dense.forward_act(sequence_output, *activation)?;
@@ -244,7 +238,7 @@ impl RoFormerForMaskedLM {
 
     /// Prediction scores of a batch: (batch, seq, vocab) padded, (tokens, vocab) packed.
     pub(crate) fn run(&self, batch: &Batch) -> Result<Tensor> {
-        Ok(self.cls.forward(&self.roformer.run(batch, false, None, None)?)?)
+        self.cls.forward(&self.roformer.run(batch, false, None, None)?)
     }
 
     /// The encoder and the head, for the causal LM, which has the same weights.
@@ -295,7 +289,7 @@ impl RoFormerForQuestionAnswering {
 
     /// Start and end logits of every token of a pipeline's batch, as the last dimension (2).
     pub(crate) fn run(&self, batch: &Batch) -> Result<Tensor> {
-        Ok(self.qa_outputs.forward(&self.roformer.run(batch, false, None, None)?)?)
+        self.qa_outputs.forward(&self.roformer.run(batch, false, None, None)?)
     }
 }
 

@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use candle_core::{Module, Result, Tensor};
+use candle_core::Tensor;
 use candle_nn::{Init, VarBuilder};
 
+use crate::error::Result;
 use crate::loading::config::{Config, NormType};
 use crate::model::activation::Activation;
 use crate::runtime::engine::Engine;
@@ -71,7 +72,7 @@ impl Linear {
     }
 
     /// Quantizes the weight to int8 (per output channel), for the fused engine's int8 kernel.
-    pub fn quantize(&mut self) -> crate::Result<()> {
+    pub fn quantize(&mut self) -> Result<()> {
         match self {
             Linear::Fused { weight, .. } => {
                 if let Packed::F32(packed) = weight {
@@ -126,10 +127,9 @@ impl Linear {
             }
         }
     }
-}
 
-impl Module for Linear {
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    /// `x Wᵀ + b`.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         self.forward_act(xs, Activation::Linear)
     }
 }
@@ -178,10 +178,9 @@ impl Norm {
             Norm::Candle { .. } => self.forward(&(xs + residual)?),
         }
     }
-}
 
-impl Module for Norm {
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    /// `norm(xs)`.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Norm::Fused { affine, eps } => {
                 kernels::norm::add_norm(xs, None, affine.as_ref().map(|(w, b)| (w, b)), *eps)
@@ -217,7 +216,7 @@ impl DropoutRng {
                 .collect()
         };
         let mask = Tensor::from_vec(mask, xs.shape(), xs.device())?.to_dtype(xs.dtype())?;
-        xs * mask
+        Ok((xs * mask)?)
     }
 }
 

@@ -1,8 +1,9 @@
 //! What one forward pass shares across its layers: the engine's form of the mask (how tokens form
 //! sequences and what each may attend to), the rotary tables, and dropout when training.
 
-use candle_core::{DType, Result, Tensor};
+use candle_core::{DType, Tensor};
 
+use crate::error::{candle_bail, Result};
 use crate::generation::kv_cache::KvCache;
 use crate::model::batching::Batch;
 use crate::model::layers::DropoutRng;
@@ -73,7 +74,7 @@ impl<'a> Pass<'a> {
                 Mask::Bias { batch, len, bias: bias(batch, len, keep, causal, dtype, &rope)? }
             }
             (Engine::Candle { .. }, Batch::Packed { .. }) => {
-                candle_core::bail!("packed sequences need the fused CPU engine (f32 on the CPU)")
+                candle_bail!("packed sequences need the fused CPU engine (f32 on the CPU)")
             }
         };
         Ok(Self { mask, causal, rope, dropout })

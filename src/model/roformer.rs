@@ -54,7 +54,7 @@ pub struct Pooler {
 }
 
 impl Pooler {
-    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> candle_core::Result<Self> {
+    fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
             dense: Linear::load(vb.pp("dense"), h, h, true, config, engine)?,
@@ -63,7 +63,7 @@ impl Pooler {
     }
 
     /// (batch, hidden) `[CLS]` states -> (batch, hidden).
-    pub(crate) fn pool(&self, cls: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn pool(&self, cls: &Tensor) -> Result<Tensor> {
         self.dense.forward_act(cls, self.activation)
     }
 }
@@ -71,7 +71,7 @@ impl Pooler {
 impl Module for Pooler {
     /// (batch, seq, hidden) last hidden state -> (batch, hidden).
     fn forward(&self, sequence_output: &Tensor) -> candle_core::Result<Tensor> {
-        self.pool(&sequence_output.narrow(1, 0, 1)?.squeeze(1)?)
+        self.pool(&sequence_output.narrow(1, 0, 1)?.squeeze(1)?).map_err(Error::into_candle)
     }
 }
 
@@ -143,7 +143,7 @@ impl RoFormerModel {
         );
         let words = Embeddings::load_words(&vb.pp("embeddings"), config)?;
         let engine = Engine::for_weights(&words)?;
-        Ok(Self::load_inner(vb, words, config, rotary, engine)?)
+        Self::load_inner(vb, words, config, rotary, engine)
     }
 
     fn load_inner(
@@ -152,7 +152,7 @@ impl RoFormerModel {
         config: &Config,
         rotary: RotaryEmbedding,
         engine: Engine,
-    ) -> candle_core::Result<Self> {
+    ) -> Result<Self> {
         let embeddings = Embeddings::load(vb.pp("embeddings"), words, config, engine)?;
         let embeddings_project = if config.embedding_size() != config.hidden_size {
             let (e, h) = (config.embedding_size(), config.hidden_size);
@@ -262,7 +262,7 @@ impl RoFormerModel {
         };
         let rope = self.rotary.tables(longest)?;
         let pass = Pass::new(self.engine, batch, causal, rope, self.dtype(), dropout)?;
-        Ok(self.encode(ids, types, &pass, hidden_states)?)
+        self.encode(ids, types, &pass, hidden_states)
     }
 
     /// A decoding step: the hidden states (batch, len, hidden) of `ids` and `types` (batch, len)
@@ -280,7 +280,7 @@ impl RoFormerModel {
         let rope =
             RotaryTables { cos: tables.cos.narrow(0, start, len)?, sin: tables.sin.narrow(0, start, len)? };
         let pass = Pass::cached(cache, len, sees, rope, self.dtype())?;
-        Ok(self.encode(ids, types, &pass, None)?)
+        self.encode(ids, types, &pass, None)
     }
 
     /// Embeddings, projection and encoder under `pass`.
@@ -290,7 +290,7 @@ impl RoFormerModel {
         types: &Tensor,
         pass: &Pass,
         hidden_states: Option<&mut Vec<Tensor>>,
-    ) -> candle_core::Result<Tensor> {
+    ) -> Result<Tensor> {
         let xs = self.embeddings.forward(ids, types, pass)?;
         let xs = match &self.embeddings_project {
             Some(project) => project.forward(&xs)?,
@@ -303,7 +303,7 @@ impl RoFormerModel {
     pub(crate) fn kv_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
         let c = &self.config;
         let (layers, heads, head_dim) = (c.num_hidden_layers, c.num_attention_heads, c.head_dim());
-        Ok(KvCache::new(layers, batch, heads, capacity, head_dim, self.dtype(), self.device())?)
+        KvCache::new(layers, batch, heads, capacity, head_dim, self.dtype(), self.device())
     }
 }
 

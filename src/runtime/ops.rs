@@ -2,14 +2,16 @@
 //! Each function here uses the fused kernel for inference and falls back to the same math in
 //! differentiable tensor ops when its input is tracked for gradients (fine-tuning).
 
-use candle_core::{DType, Result, Tensor, D};
+use candle_core::{DType, Tensor, D};
+
+use crate::error::Result;
 
 /// Softmax over the last dimension.
 pub(crate) fn softmax_last_dim(xs: &Tensor) -> Result<Tensor> {
     if xs.track_op() {
-        candle_nn::ops::softmax(xs, D::Minus1)
+        Ok(candle_nn::ops::softmax(xs, D::Minus1)?)
     } else {
-        candle_nn::ops::softmax_last_dim(xs)
+        Ok(candle_nn::ops::softmax_last_dim(xs)?)
     }
 }
 
@@ -22,9 +24,9 @@ pub(crate) fn layer_norm(xs: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) 
         let xs = xs.broadcast_sub(&mean)?;
         let var = xs.sqr()?.mean_keepdim(D::Minus1)?;
         let xs = xs.broadcast_div(&(var + eps)?.sqrt()?)?.to_dtype(x_dtype)?;
-        xs.broadcast_mul(weight)?.broadcast_add(bias)
+        Ok(xs.broadcast_mul(weight)?.broadcast_add(bias)?)
     } else {
-        candle_nn::ops::layer_norm(&xs.contiguous()?, weight, bias, eps as f32)
+        Ok(candle_nn::ops::layer_norm(&xs.contiguous()?, weight, bias, eps as f32)?)
     }
 }
 
@@ -33,22 +35,22 @@ pub(crate) fn rms_norm(xs: &Tensor, eps: f64) -> Result<Tensor> {
     let x_dtype = xs.dtype();
     let xs = upcast(xs)?;
     let ms = xs.sqr()?.mean_keepdim(D::Minus1)?;
-    xs.broadcast_div(&(ms + eps)?.sqrt()?)?.to_dtype(x_dtype)
+    Ok(xs.broadcast_div(&(ms + eps)?.sqrt()?)?.to_dtype(x_dtype)?)
 }
 
 /// Rotates interleaved pairs `(x[2i], x[2i+1])` of `xs` (batch, heads, seq, head_dim) by the
 /// angles whose cos and sin are given as (seq, head_dim / 2) tables.
 pub(crate) fn rope_interleaved(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     if xs.track_op() {
-        candle_nn::rotary_emb::rope_i_slow(xs, cos, sin)
+        Ok(candle_nn::rotary_emb::rope_i_slow(xs, cos, sin)?)
     } else {
-        candle_nn::rotary_emb::rope_i(&xs.contiguous()?, cos, sin)
+        Ok(candle_nn::rotary_emb::rope_i(&xs.contiguous()?, cos, sin)?)
     }
 }
 
 fn upcast(xs: &Tensor) -> Result<Tensor> {
     match xs.dtype() {
-        DType::F16 | DType::BF16 => xs.to_dtype(DType::F32),
+        DType::F16 | DType::BF16 => Ok(xs.to_dtype(DType::F32)?),
         _ => Ok(xs.clone()),
     }
 }

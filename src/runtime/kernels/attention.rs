@@ -7,12 +7,13 @@
 //! sequence and walks the keys block by block with an online softmax (flash attention), so
 //! memory grows linearly with the sequence length.
 
-use candle_core::{Result, Tensor};
+use candle_core::Tensor;
 use rayon::prelude::*;
 
 use super::gemm::{multiply_f32, pack_panels, Aligned, Panels, Source, Start};
 use super::tile_f32::F32Kernel;
 use super::{math, multiversion, tensor, Level, SendPtr, View};
+use crate::error::{candle_bail, Result};
 
 /// Queries per task, and keys per step of the online softmax (a multiple of every kernel's nr).
 const QUERY_BLOCK: usize = 128;
@@ -44,17 +45,14 @@ pub(crate) fn attention(
     let (tokens, width) = qkv.dims2()?;
     let hidden = heads * head_dim;
     if width != 3 * hidden {
-        candle_core::bail!("attention: qkv width {width} is not 3 × {hidden}")
+        candle_bail!("attention: qkv width {width} is not 3 × {hidden}")
     }
     let longest = segments.spans.iter().map(|s| s.1).max().unwrap_or(0);
     if rotation.len < longest
         || rotation.cos.len() != rotation.len * head_dim
         || segments.spans.iter().any(|&(s, l)| s + l > tokens)
     {
-        candle_core::bail!(
-            "attention: sequences {:?} do not fit {tokens} tokens and the tables",
-            segments.spans
-        )
+        candle_bail!("attention: sequences {:?} do not fit {tokens} tokens and the tables", segments.spans)
     }
     let qkv = View::new(qkv)?;
     let qkv = qkv.slice();
@@ -63,7 +61,7 @@ pub(crate) fn attention(
     let rotated_width = if rotary_value { 3 * hidden } else { 2 * hidden };
     let scale = 1.0 / (head_dim as f32).sqrt();
     if segments.spans.iter().map(|s| s.1).sum::<usize>() != tokens {
-        candle_core::bail!("attention: sequences {:?} do not cover the {tokens} tokens", segments.spans)
+        candle_bail!("attention: sequences {:?} do not cover the {tokens} tokens", segments.spans)
     }
     // SAFETY: the spans cover every token once (checked above), and each token's row of
     // `rotated_width` is written in full by its own task.
@@ -211,7 +209,7 @@ impl Rotation {
     pub fn new(cos: &Tensor, sin: &Tensor) -> Result<Self> {
         let (len, half) = cos.dims2()?;
         if sin.dims2()? != (len, half) {
-            candle_core::bail!("rotation: cos {:?} and sin {:?} differ", cos.dims(), sin.dims())
+            candle_bail!("rotation: cos {:?} and sin {:?} differ", cos.dims(), sin.dims())
         }
         let expand = |table: &Tensor, sign: f32| -> Result<Vec<f32>> {
             let table = View::new(table)?;

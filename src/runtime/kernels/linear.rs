@@ -1,11 +1,12 @@
 //! `x Wᵀ + b` with the bias folded into the gemm and an optional activation applied to the
 //! output while it is still in cache.
 
-use candle_core::{Result, Tensor};
+use candle_core::Tensor;
 use rayon::prelude::*;
 
 use super::gemm::{PackedF32, PackedI8};
 use super::{math, multiversion, tensor, View};
+use crate::error::{candle_bail, Result};
 use crate::model::activation::Activation;
 
 /// A weight packed once for a kernel of ours.
@@ -49,7 +50,7 @@ pub(crate) fn linear_packed(
     let (n, k) = weight.dims();
     let dims = xs.dims();
     if dims.last() != Some(&k) {
-        candle_core::bail!(
+        candle_bail!(
             "linear: input {dims:?} ({:?} on {:?}) does not fit a packed ({n}, {k}) f32 weight",
             xs.dtype(),
             xs.device()

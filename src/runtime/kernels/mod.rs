@@ -29,7 +29,9 @@ pub(crate) mod tile_int8;
 
 use std::ops::Range;
 
-use candle_core::{CpuStorage, Device, Result, Storage, Tensor};
+use candle_core::{CpuStorage, Device, Storage, Tensor};
+
+use crate::error::{candle_bail, Result};
 
 /// The f32 elements of a contiguous CPU tensor, borrowed in place.
 pub(crate) struct View<'a> {
@@ -41,10 +43,10 @@ impl View<'_> {
     pub fn new(t: &Tensor) -> Result<View<'_>> {
         let (guard, layout) = t.storage_and_layout();
         let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("kernel input of shape {:?} is not contiguous", t.dims())
+            candle_bail!("kernel input of shape {:?} is not contiguous", t.dims())
         };
         if !matches!(&*guard, Storage::Cpu(CpuStorage::F32(_))) {
-            candle_core::bail!("kernel input is not f32 on the CPU")
+            candle_bail!("kernel input is not f32 on the CPU")
         }
         Ok(View { guard, range: start..end })
     }
@@ -72,7 +74,7 @@ pub(crate) unsafe fn written_by(len: usize, fill: impl FnOnce(*mut f32)) -> Vec<
 
 /// A contiguous tensor of `dims` on the CPU.
 pub(crate) fn tensor(data: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
-    Tensor::from_vec(data, dims, &Device::Cpu)
+    Ok(Tensor::from_vec(data, dims, &Device::Cpu)?)
 }
 
 /// A raw pointer that crosses threads, for kernels whose tasks write disjoint parts of one buffer.

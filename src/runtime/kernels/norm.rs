@@ -1,10 +1,11 @@
 //! The post-norm of every sublayer: `norm(x + residual)` in one pass over each row.
 
-use candle_core::{Result, Tensor};
+use candle_core::Tensor;
 use rayon::prelude::*;
 
 use super::math::lane_sum;
 use super::{multiversion, tensor, View};
+use crate::error::{candle_bail, Result};
 
 /// `x + residual`, normalised over the last dimension: LayerNorm with `affine` (weight, bias),
 /// or the weightless RMS norm without.
@@ -21,15 +22,10 @@ pub(crate) fn add_norm(
     let r = residual_c.as_ref().map(View::new).transpose()?;
     if let Some(r) = &r {
         if r.slice().len() != x.slice().len() {
-            candle_core::bail!(
-                "add_norm: residual {:?} does not match {:?}",
-                residual.map(Tensor::dims),
-                xs.dims()
-            )
+            candle_bail!("add_norm: residual {:?} does not match {:?}", residual.map(Tensor::dims), xs.dims())
         }
     }
-    let affine =
-        affine.map(|(w, b)| Ok::<_, candle_core::Error>((View::new(w)?, View::new(b)?))).transpose()?;
+    let affine = affine.map(|(w, b)| Ok::<_, crate::Error>((View::new(w)?, View::new(b)?))).transpose()?;
     let mut out = vec![0f32; x.slice().len()];
     let rows_per_task = (8192 / width.max(1)).max(1);
     let chunk = rows_per_task * width.max(1);
