@@ -161,8 +161,9 @@ impl SelfAttention {
 }
 
 /// The largest score matrix the unblocked path may allocate: past it, a long input fails with a
-/// clear error before allocating rather than aborting on an allocation of many gigabytes.
-const SCORES_LIMIT_BYTES: usize = 4 << 30;
+/// clear error before allocating rather than aborting on an allocation of many gigabytes. A 32-bit
+/// address space (WebAssembly's) holds 4 GiB in all, so there the limit is 1 GiB.
+const SCORES_LIMIT_BYTES: usize = if usize::BITS > 32 { 4 << 30 } else { 1 << 30 };
 
 /// The unblocked path (f16 and bf16, GPUs, training) holds all (batch, heads, t, t) scores.
 fn check_scores_size(b: usize, heads: usize, t: usize, dtype: candle_core::DType) -> Result<()> {
