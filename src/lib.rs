@@ -37,11 +37,12 @@
 //!   task `heads`, built from `layers` and `activation`; `batching` packs tokenized texts and
 //!   `pass` carries the engine's mask through a forward pass;
 //! - `loading/`: `config`, `checkpoint` (the weights), `layout` (weight-file names, the shard
-//!   index, the names a folder may hold), `json`, `hub/` (`options`, the `cache` layout, `http`)
-//!   and `tokenizer/` (the encode API, `folder` load and save, `jieba`, `wordpiece`);
+//!   index, the names a folder may hold), `json`, `model_files` (a folder on disk or in memory),
+//!   `remote` (a folder fetched file by file, as a browser does), `hub/` (`options`, the `cache`
+//!   layout, `http`) and `tokenizer/` (the encode API, `folder` load and save, `jieba`, `wordpiece`);
 //! - `runtime/`: `engine` decides once per model whether the fused CPU `kernels/` (one GEMM
 //!   driver, a microkernel per SIMD level) or Candle's `ops` compute it; `quantization` is the
-//!   int8 option;
+//!   int8 option; `workers` the thread pool a pipeline runs on;
 //! - `training` and `error` stay at the top.
 
 #![warn(missing_docs)]

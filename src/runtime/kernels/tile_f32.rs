@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | AVX-512 | 14 × 32 | 28 accumulators, 2 weight vectors, 1 broadcast of 32 zmm |
 //! | AVX2 + FMA (and AVX-VNNI) | 6 × 16 | 12 accumulators, 2 weight vectors, 1 broadcast of 16 ymm |
-//! | WebAssembly SIMD | 6 × 8 | 12 accumulators, 2 weight vectors, 1 broadcast of 16 xmm (V8 on x86-64) |
+//! | WebAssembly SIMD | 4 × 8 | 8 accumulators, 2 weight vectors, a broadcast and a product of V8's 16 xmm on x86-64 |
 //! | portable | 4 × 16 | plain arrays the compiler vectorises for the target |
 
 use super::Level;
@@ -68,7 +68,8 @@ static AVX2: F32Kernel = F32Kernel { mr: 6, nr: 16, a_stride: 8, tile: avx2::til
 #[cfg(target_arch = "x86_64")]
 static AVX512: F32Kernel = F32Kernel { mr: 14, nr: 32, a_stride: 16, tile: avx512::tile };
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-static SIMD128: F32Kernel = F32Kernel { mr: 6, nr: 8, a_stride: 6, tile: simd128::tile };
+static SIMD128: F32Kernel =
+    F32Kernel { mr: simd128::MR, nr: simd128::NR, a_stride: simd128::MR, tile: simd128::tile };
 
 impl F32Kernel {
     pub fn for_level(level: Level) -> &'static F32Kernel {
@@ -221,8 +222,12 @@ mod simd128 {
 
     use super::F32Tile;
 
-    const MR: usize = 6;
-    const NR: usize = 8;
+    // WebAssembly has no multiply-add in simd128, so each product needs a register of its own:
+    // 5 × 8 and 6 × 8 spilled in V8 and ran 35–50% slower on a base-size model; 3 × 12 ran as 4 × 8.
+    pub(super) const MR: usize = 4;
+    pub(super) const NR: usize = 8;
+    /// Vectors of 4 floats per row of the tile.
+    const W: usize = NR / 4;
 
     /// # Safety
     /// `t.c` is valid for the tile's writes (the module is built with simd128, so the engine
@@ -230,62 +235,47 @@ mod simd128 {
     pub(super) unsafe fn tile(t: &F32Tile) {
         t.check(MR, NR, MR);
         // SAFETY: the operands were checked above; the caller vouches for `c`.
-        unsafe { by_rows!(rows, t, 1 2 3 4 5 6) }
-    }
-
-    /// Row `r` of `c` as two vectors; a partial row goes through a zeroed buffer, since
-    /// WebAssembly has no masked loads.
-    ///
-    /// # Safety
-    /// Row r of `c` is valid for `cols` reads.
-    #[inline(always)]
-    unsafe fn load_row(t: &F32Tile, r: usize) -> (v128, v128) {
-        let mut row = [0f32; NR];
-        // SAFETY: as the caller promises.
-        row[..t.cols]
-            .copy_from_slice(unsafe { std::slice::from_raw_parts(t.c.wrapping_add(r * t.ldc), t.cols) });
-        // SAFETY: `row` holds NR = 8 floats; v128 loads take any alignment.
-        unsafe { (v128_load(row.as_ptr().cast()), v128_load(row.as_ptr().add(4).cast())) }
+        unsafe { by_rows!(rows, t, 1 2 3 4) }
     }
 
     unsafe fn rows<const R: usize>(t: &F32Tile) {
         let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
         // SAFETY (every access below): `start` holds NR floats and `a`, `b` `depth` steps of MR
         // and NR floats (checked by `tile`); v128 loads and stores take any alignment.
-        let mut lo = [unsafe { v128_load(t.start.as_ptr().cast()) }; R];
-        let mut hi = [unsafe { v128_load(t.start.as_ptr().add(4).cast()) }; R];
+        let start: [v128; W] =
+            std::array::from_fn(|w| unsafe { v128_load(t.start.as_ptr().add(4 * w).cast()) });
+        let mut acc = [start; R];
         if t.accumulate {
-            for r in 0..R {
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // A partial row goes through a zeroed buffer: WebAssembly has no masked loads.
+                let mut row = [0f32; NR];
                 // SAFETY: row r of `c` holds `cols` floats, as the caller promises.
-                (lo[r], hi[r]) = unsafe { load_row(t, r) };
+                row[..t.cols].copy_from_slice(unsafe {
+                    std::slice::from_raw_parts(t.c.wrapping_add(r * t.ldc), t.cols)
+                });
+                *acc = std::array::from_fn(|w| unsafe { v128_load(row.as_ptr().add(4 * w).cast()) });
             }
         }
         for kk in 0..t.depth {
-            let (b0, b1) =
-                unsafe { (v128_load(b.add(kk * NR).cast()), v128_load(b.add(kk * NR + 4).cast())) };
+            let weights: [v128; W] =
+                std::array::from_fn(|w| unsafe { v128_load(b.add(kk * NR + 4 * w).cast()) });
             let line = unsafe { a.add(kk * MR) };
-            for r in 0..R {
-                let x = f32x4_splat(unsafe { *line.add(r) });
-                lo[r] = f32x4_add(lo[r], f32x4_mul(x, b0));
-                hi[r] = f32x4_add(hi[r], f32x4_mul(x, b1));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = unsafe { v128_load32_splat(line.add(r).cast()) };
+                for (acc, &w) in acc.iter_mut().zip(&weights) {
+                    *acc = f32x4_add(*acc, f32x4_mul(x, w));
+                }
             }
         }
-        for r in 0..R {
-            let row = t.c.wrapping_add(r * t.ldc);
-            if t.cols == NR {
-                // SAFETY: row r of `c` is valid for NR writes (the caller).
-                unsafe {
-                    v128_store(row.cast(), lo[r]);
-                    v128_store(row.add(4).cast(), hi[r]);
+        for (r, acc) in acc.iter().enumerate() {
+            let mut out = [0f32; NR];
+            // SAFETY: `out` holds NR floats; row r of `c` is valid for `cols` writes (the caller).
+            unsafe {
+                for (w, &v) in acc.iter().enumerate() {
+                    v128_store(out.as_mut_ptr().add(4 * w).cast(), v);
                 }
-            } else {
-                let mut out = [0f32; NR];
-                // SAFETY: `out` holds NR floats; row r of `c` is valid for `cols` writes.
-                unsafe {
-                    v128_store(out.as_mut_ptr().cast(), lo[r]);
-                    v128_store(out.as_mut_ptr().add(4).cast(), hi[r]);
-                    std::slice::from_raw_parts_mut(row, t.cols).copy_from_slice(&out[..t.cols]);
-                }
+                std::slice::from_raw_parts_mut(t.c.wrapping_add(r * t.ldc), t.cols)
+                    .copy_from_slice(&out[..t.cols]);
             }
         }
     }
