@@ -21,20 +21,28 @@ impl ModelFiles {
     /// sentence-transformers files, and the files of each module `modules.json` names.
     ///
     /// ```
+    /// # #[cfg(feature = "bundled-sst2")]
     /// # fn main() -> roformer::Result<()> {
-    /// # let source = roformer::ModelFiles::bundled_sst2();
-    /// // Any async client works; here the "server" is the built-in model.
+    /// use std::future::Future;
+    /// use std::task::{Context, Poll, Waker};
+    ///
+    /// // Any async client works; here the "server" is the built-in model, and each fetch is ready
+    /// // at once, so one poll finishes the load.
+    /// let server = roformer::ModelFiles::bundled_sst2()?;
     /// let fetch = |name: String| {
-    ///     let found = source.contains(&name).then(|| source.read(&name).map(|b| b.into_owned()));
+    ///     let found = server.contains(&name).then(|| server.read(&name).map(|b| b.into_owned()));
     ///     std::future::ready(found.transpose())
     /// };
-    /// let files = std::pin::pin!(roformer::ModelFiles::from_fetch("sst2", fetch));
-    /// # let waker = std::task::Waker::noop();
-    /// # let std::task::Poll::Ready(files) = files.poll(&mut std::task::Context::from_waker(&waker)) else { panic!() };
+    /// let mut load = std::pin::pin!(roformer::ModelFiles::from_fetch("sst2", fetch));
+    /// let Poll::Ready(files) = load.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
+    ///     unreachable!("every fetch was ready")
+    /// };
     /// let files = files?;
     /// assert!(files.contains("model.safetensors") && files.contains("vocab.txt"));
     /// # Ok(())
     /// # }
+    /// # #[cfg(not(feature = "bundled-sst2"))]
+    /// # fn main() {}
     /// ```
     pub async fn from_fetch<F, Fut>(name: impl Into<PathBuf>, mut fetch: F) -> Result<Self>
     where
