@@ -15,7 +15,7 @@ OUT=$TARGET_DIR/wasm-pkg
 rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 if ! command -v clang >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        apt-get install -y -qq clang llvm >/dev/null
+        apt-get update -qq && apt-get install -y -qq clang llvm >/dev/null
     else
         echo "build_wasm.sh: clang is needed (zstd, under jieba, is C): install clang and llvm" >&2
         exit 1
