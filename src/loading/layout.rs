@@ -55,13 +55,8 @@ pub(crate) fn is_shard_index(name: &str) -> bool {
     name.ends_with(".index.json")
 }
 
-/// The shard file names a `*.index.json` lists in its `weight_map`, sorted, each once.
-#[cfg(feature = "hub")] // the Hub cache reads files by path; a ModelFiles folder reads by name
-pub(crate) fn shard_files(path: &Path) -> Result<Vec<String>> {
-    shard_names(&std::fs::read(path).map_err(|e| Error::io(path, e))?, path)
-}
-
-/// The shard file names of a shard index's bytes; `path` names the index in errors.
+/// The shard file names a `*.index.json` lists in its `weight_map`, sorted, each once, from the
+/// index's bytes; `path` names the index in errors.
 pub(crate) fn shard_names(bytes: &[u8], path: &Path) -> Result<Vec<String>> {
     let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message, source: None };
     let index: serde_json::Value =

@@ -9,7 +9,7 @@ use super::http::{Client, Failure, ATTEMPTS, FIRST_BACKOFF};
 use super::options::{DownloadProgress, HubOptions};
 use crate::error::{Error, HubErrorKind, Result};
 use crate::loading::layout::{
-    is_shard_index, module_folders, shard_files, validate_component, validate_relative, validate_repo_id,
+    is_shard_index, module_folders, shard_names, validate_component, validate_relative, validate_repo_id,
     MODULE_FILES, OPTIONAL_FILES, PYTORCH, PYTORCH_INDEX, SAFETENSORS, SAFETENSORS_INDEX, WEIGHT_FILES,
 };
 
@@ -94,7 +94,7 @@ impl<'a> Repo<'a> {
         for file in WEIGHT_FILES {
             if let Some(weights) = self.fetch(&client, Some(commit), file)? {
                 if is_shard_index(file) {
-                    for shard in shard_files(&weights.path)? {
+                    for shard in shard_names(&read(&weights.path)?, &weights.path)? {
                         self.fetch(&client, Some(commit), &shard)?.ok_or_else(|| {
                             self.not_found(&shard, &format!("listed in {file} but not found"))
                         })?;
@@ -121,8 +121,7 @@ impl<'a> Repo<'a> {
             }
         }
         if let Some(modules) = modules {
-            let bytes = std::fs::read(&modules.path).map_err(|e| Error::io(&modules.path, e))?;
-            for sub in module_folders(&bytes, &modules.path)? {
+            for sub in module_folders(&read(&modules.path)?, &modules.path)? {
                 for file in MODULE_FILES {
                     self.fetch(&client, Some(commit), &format!("{sub}/{file}"))?;
                 }
@@ -393,7 +392,15 @@ fn link(blob: &Path, pointer: &Path, file: &str) -> std::io::Result<()> {
 }
 
 fn shards_complete(dir: &Path, index: &str) -> bool {
-    shard_files(&dir.join(index)).is_ok_and(|names| names.iter().all(|n| dir.join(n).is_file()))
+    let index = dir.join(index);
+    read(&index)
+        .and_then(|bytes| shard_names(&bytes, &index))
+        .is_ok_and(|names| names.iter().all(|n| dir.join(n).is_file()))
+}
+
+/// A cached file's bytes (a shard index, modules.json), which the layout's parsers read.
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(path, e))
 }
 
 pub(super) fn is_commit_hash(s: &str) -> bool {
