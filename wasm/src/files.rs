@@ -6,9 +6,10 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use roformer::ModelFiles;
+use roformer::{ModelFiles, PipelineOptions};
 
 use crate::js_error;
+use crate::options::Options;
 
 #[wasm_bindgen]
 extern "C" {
@@ -17,8 +18,26 @@ extern "C" {
     fn fetch_url(url: &str) -> Promise;
 }
 
+/// `{ "config.json": Uint8Array, ... }` as a folder, with the load `options` read.
+pub(crate) fn from_object(
+    files: &Object,
+    options: Option<Object>,
+) -> Result<(ModelFiles, PipelineOptions), JsError> {
+    let options = Options::read(options)?;
+    Ok((object_files(files, &options.name)?, options.pipeline))
+}
+
+/// The folder at `base_url`, fetched file by file, with the load `options` read.
+pub(crate) async fn from_url(
+    base_url: &str,
+    options: Option<Object>,
+) -> Result<(ModelFiles, PipelineOptions), JsError> {
+    let options = Options::read(options)?;
+    Ok((fetched_files(base_url, options.on_progress.as_ref()).await?, options.pipeline))
+}
+
 /// `{ "config.json": Uint8Array, ... }` as a folder named `name`.
-pub(crate) fn from_object(files: &Object, name: &str) -> Result<ModelFiles, JsError> {
+fn object_files(files: &Object, name: &str) -> Result<ModelFiles, JsError> {
     let entries = Object::entries(files)
         .iter()
         .map(|entry| {
@@ -40,7 +59,7 @@ pub(crate) fn from_object(files: &Object, name: &str) -> Result<ModelFiles, JsEr
 
 /// The folder at `base_url`, fetched file by file; a 404 is a file the folder lacks.
 /// `on_progress(path, bytes)` hears of each file fetched.
-pub(crate) async fn from_url(
+async fn fetched_files(
     base_url: &str,
     on_progress: Option<&js_sys::Function>,
 ) -> Result<ModelFiles, JsError> {

@@ -11,8 +11,6 @@ mod options;
 use js_sys::{Array, Float32Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::options::Options;
-
 /// Turns a panic into a thrown `Error` with the panic's message, instead of the bare
 /// `unreachable` trap a page would otherwise see.
 #[wasm_bindgen(start)]
@@ -49,11 +47,8 @@ impl SentenceEncoder {
     /// `"1_Pooling/config.json"`) to its bytes (`Uint8Array`). `options`: see `Options`.
     #[wasm_bindgen(js_name = fromFiles)]
     pub fn from_files(files: &Object, options: Option<Object>) -> Result<SentenceEncoder, JsError> {
-        let options = Options::read(options)?;
-        let files = files::from_object(files, &options.name)?;
-        roformer::SentenceEncoder::from_files(&files, options.pipeline)
-            .map(|inner| Self { inner })
-            .map_err(js_error)
+        let (files, options) = files::from_object(files, options)?;
+        roformer::SentenceEncoder::from_files(&files, options).map(|inner| Self { inner }).map_err(js_error)
     }
 
     /// Fetches the folder's files from `baseUrl` (a static folder, or a Hub repo's
@@ -61,11 +56,8 @@ impl SentenceEncoder {
     /// `onProgress(path, bytes)` function in `options` hears of each file fetched.
     #[wasm_bindgen(js_name = fromUrl)]
     pub async fn from_url(base_url: String, options: Option<Object>) -> Result<SentenceEncoder, JsError> {
-        let options = Options::read(options)?;
-        let files = files::from_url(&base_url, options.on_progress.as_ref()).await?;
-        roformer::SentenceEncoder::from_files(&files, options.pipeline)
-            .map(|inner| Self { inner })
-            .map_err(js_error)
+        let (files, options) = files::from_url(&base_url, options).await?;
+        roformer::SentenceEncoder::from_files(&files, options).map(|inner| Self { inner }).map_err(js_error)
     }
 
     /// One `Float32Array` per text, in order. `prompt` names one of the folder's prompts
@@ -103,21 +95,15 @@ impl TextClassifier {
     /// Loads from `files`, as `SentenceEncoder.fromFiles`.
     #[wasm_bindgen(js_name = fromFiles)]
     pub fn from_files(files: &Object, options: Option<Object>) -> Result<TextClassifier, JsError> {
-        let options = Options::read(options)?;
-        let files = files::from_object(files, &options.name)?;
-        roformer::TextClassifier::from_files(&files, options.pipeline)
-            .map(|inner| Self { inner })
-            .map_err(js_error)
+        let (files, options) = files::from_object(files, options)?;
+        roformer::TextClassifier::from_files(&files, options).map(|inner| Self { inner }).map_err(js_error)
     }
 
     /// Fetches the folder's files from `baseUrl`, then loads as `fromFiles`.
     #[wasm_bindgen(js_name = fromUrl)]
     pub async fn from_url(base_url: String, options: Option<Object>) -> Result<TextClassifier, JsError> {
-        let options = Options::read(options)?;
-        let files = files::from_url(&base_url, options.on_progress.as_ref()).await?;
-        roformer::TextClassifier::from_files(&files, options.pipeline)
-            .map(|inner| Self { inner })
-            .map_err(js_error)
+        let (files, options) = files::from_url(&base_url, options).await?;
+        roformer::TextClassifier::from_files(&files, options).map(|inner| Self { inner }).map_err(js_error)
     }
 
     /// `{label, score}` per text, in order.
