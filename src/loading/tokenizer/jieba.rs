@@ -28,10 +28,21 @@ pub(super) struct JiebaPreTokenizer {
     pub(super) vocab: Arc<HashMap<String, u32>>,
 }
 
+/// jieba's own dictionary: jieba-rs 0.11.0's `src/data/dict.txt` (MIT, from jieba), as zlib.
+/// jieba-rs embeds it through zstd's C library, which a cross build (Apple's targets, WebAssembly)
+/// can only compile with a C compiler and SDK for the target; miniz_oxide reads this copy in Rust.
+static DICTIONARY: &[u8] = include_bytes!("jieba_dict.zlib");
+
 /// jieba's dictionary takes a moment to load; one copy serves every tokenizer of the process.
-fn jieba() -> &'static jieba_rs::Jieba {
-    static JIEBA: OnceLock<jieba_rs::Jieba> = OnceLock::new();
-    JIEBA.get_or_init(jieba_rs::Jieba::new)
+fn jieba() -> Result<&'static jieba_rs::Jieba, String> {
+    static JIEBA: OnceLock<Result<jieba_rs::Jieba, String>> = OnceLock::new();
+    let load = || {
+        let text = miniz_oxide::inflate::decompress_to_vec_zlib(DICTIONARY)
+            .map_err(|e| format!("jieba's built-in dictionary does not inflate: {e}"))?;
+        jieba_rs::Jieba::with_dict(&mut text.as_slice())
+            .map_err(|e| format!("jieba's built-in dictionary does not load: {e}"))
+    };
+    JIEBA.get_or_init(load).as_ref().map_err(Clone::clone)
 }
 
 impl JiebaPreTokenizer {
@@ -46,7 +57,7 @@ impl JiebaPreTokenizer {
             splits.push(piece);
             Ok(())
         };
-        for token in jieba().cut(text, false) {
+        for token in jieba()?.cut(text, false) {
             if self.vocab.contains_key(token.word) {
                 slice(token.byte_start, token.byte_end)?;
                 continue;
