@@ -7,28 +7,34 @@ use crate::support::fixture;
 /// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with what each needs of the CPU
 /// (`simd128` is WebAssembly's, which no native CPU runs).
 fn levels() -> Vec<(&'static str, bool)> {
+    #[cfg(target_arch = "aarch64")]
+    let [neon, dotprod, i8mm] = {
+        use std::arch::is_aarch64_feature_detected as has;
+        let neon = has!("neon");
+        let dotprod = neon && has!("dotprod");
+        [neon, dotprod, dotprod && has!("i8mm")]
+    };
+    #[cfg(not(target_arch = "aarch64"))]
+    let [neon, dotprod, i8mm] = [false; 3];
     #[cfg(target_arch = "x86_64")]
-    {
+    let [avx2, avx_vnni, avx512, avx512_vnni] = {
         use std::arch::is_x86_feature_detected as has;
         let avx2 = has!("avx2") && has!("fma");
         let avx512 = avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
-        vec![
-            ("portable", true),
-            ("simd128", false),
-            ("avx2", avx2),
-            ("avx-vnni", avx2 && has!("avxvnni")),
-            ("avx512", avx512),
-            ("avx512-vnni", avx512 && has!("avx512vnni")),
-        ]
-    }
+        [avx2, avx2 && has!("avxvnni"), avx512, avx512 && has!("avx512vnni")]
+    };
     #[cfg(not(target_arch = "x86_64"))]
+    let [avx2, avx_vnni, avx512, avx512_vnni] = [false; 4];
     vec![
         ("portable", true),
         ("simd128", false),
-        ("avx2", false),
-        ("avx-vnni", false),
-        ("avx512", false),
-        ("avx512-vnni", false),
+        ("neon", neon),
+        ("neon-dotprod", dotprod),
+        ("neon-i8mm", i8mm),
+        ("avx2", avx2),
+        ("avx-vnni", avx_vnni),
+        ("avx512", avx512),
+        ("avx512-vnni", avx512_vnni),
     ]
 }
 
@@ -92,7 +98,7 @@ fn engine_settings_that_cannot_be_served_are_named() {
         (
             "ROFORMER_CPU_LEVEL",
             "avx9",
-            "ROFORMER_CPU_LEVEL=avx9: not a level (choices: portable, simd128, avx2",
+            "ROFORMER_CPU_LEVEL=avx9: not a level (choices: portable, simd128, neon, neon-dotprod, neon-i8mm, avx2",
         ),
         ("ROFORMER_ENGINE", "gpu", "ROFORMER_ENGINE=gpu: not an engine (choices: fused, candle)"),
     ];

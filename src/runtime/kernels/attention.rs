@@ -15,7 +15,8 @@ use super::tile_f32::F32Kernel;
 use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};
 
-/// Queries per task, and keys per step of the online softmax (a multiple of every kernel's nr).
+/// Queries per task, and keys per step of the online softmax (rounded down to a multiple of the
+/// kernel's nr, so that each block of keys starts on a panel: 504 for NEON's 12).
 const QUERY_BLOCK: usize = 128;
 const KEY_BLOCK: usize = 512;
 
@@ -239,15 +240,16 @@ struct Block<'a> {
 impl Block<'_> {
     fn run(&self, context: &mut [f32]) {
         let (d, nr) = (self.head_dim, self.kernel.nr);
+        let key_block = KEY_BLOCK / nr * nr;
         let mut max = vec![f32::NEG_INFINITY; self.rows];
         let mut sum = vec![0f32; self.rows];
-        let mut scores = vec![0f32; self.rows * KEY_BLOCK.min(self.len)];
+        let mut scores = vec![0f32; self.rows * key_block.min(self.len)];
         let mut scratch = Aligned::default();
-        for k0 in (0..self.len).step_by(KEY_BLOCK) {
-            let cols = KEY_BLOCK.min(self.len - k0);
+        for k0 in (0..self.len).step_by(key_block) {
+            let cols = key_block.min(self.len - k0);
             let scores = &mut scores[..self.rows * cols];
             // Scores = Q Kᵀ for this block of keys (q is already scaled); blocks start on a
-            // panel, as KEY_BLOCK is a multiple of every kernel's nr.
+            // panel, as the key block is a multiple of nr.
             let keys =
                 Panels { data: &self.keys[(k0 / nr) * d * nr..], stride: d * nr, n: cols, k0: 0, depth: d };
             // SAFETY: `scores` holds rows × cols floats, cols apart, and only this call touches it.

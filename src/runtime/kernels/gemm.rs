@@ -366,14 +366,14 @@ impl PackedF32 {
 }
 
 /// A weight (n, k) quantized to s8 per output channel and packed for the int8 microkernel of one
-/// level: panel p holds columns p·nr..p·nr + nr as ⌈k/4⌉ steps of nr columns × 4 consecutive k,
+/// level: panel p holds columns p·nr..p·nr + nr as steps of nr columns × 4 (or 8) consecutive k,
 /// in the kernel's [`StepLayout`](super::tile_int8::StepLayout).
 #[derive(Debug)]
 pub(crate) struct PackedI8 {
     kernel: &'static I8Kernel,
     n: usize,
     k: usize,
-    /// k rounded up to a multiple of 4.
+    /// k rounded up to a multiple of the layout's step depth (4 or 8).
     k4: usize,
     panels: Vec<i8>,
     /// Per output column: the scale back to f32, and the sum of its quantized weights.
@@ -387,13 +387,14 @@ impl PackedI8 {
     pub fn new(level: Level, w: &[f32], n: usize, k: usize) -> Self {
         assert_eq!(w.len(), n * k, "PackedI8: weight of {} floats is not ({n}, {k})", w.len());
         let kernel = I8Kernel::for_level(level);
-        let (nr, k4) = (kernel.nr, k.div_ceil(4) * 4);
+        let (nr, layout) = (kernel.nr, kernel.layout);
+        let k4 = k.div_ceil(layout.depth()) * layout.depth();
         let count = n.div_ceil(nr);
         let mut panels = vec![0i8; count * k4 * nr];
         // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
         let mut scales = vec![1f32; count * nr];
         let mut sums = vec![0i32; count * nr];
-        let (top, layout) = (kernel.weight_max, kernel.layout);
+        let top = kernel.weight_max;
         panels
             .par_chunks_mut((k4 * nr).max(1))
             .zip(scales.par_chunks_mut(nr).zip(sums.par_chunks_mut(nr)))
@@ -406,7 +407,7 @@ impl PackedI8 {
                     scales[j] = scale;
                     for (kk, &v) in row.iter().enumerate() {
                         let q = super::math::round_small((v / scale).clamp(-top, top)) as i8;
-                        panel[(kk / 4) * nr * 4 + layout.offset(nr, j, kk % 4)] = q;
+                        panel[layout.offset(nr, j, kk)] = q;
                         sums[j] += i32::from(q);
                     }
                 }
@@ -437,7 +438,7 @@ impl PackedI8 {
             .zip(row_scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
             .zip(&plan.tiles)
             .for_each(|((dst, (scales, zps)), &(row, rows))| {
-                super::tile_int8::quantize_rows(&a[row * k..], k, rows, stride, dst, scales, zps)
+                super::tile_int8::quantize_rows(&a[row * k..], k, rows, stride, kernel.layout, dst, scales, zps)
             });
         let out = SendPtr(out);
         plan.run(|tiles, panels| {

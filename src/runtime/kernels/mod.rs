@@ -9,7 +9,11 @@
 
 /// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
 /// accumulators in registers.
-#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
 macro_rules! by_rows {
     ($kernel:ident, $t:expr, $($r:literal)*) => {
         match $t.rows {
@@ -102,6 +106,14 @@ pub(crate) enum Level {
     /// WebAssembly SIMD (128-bit), when the module is built with `+simd128`: fixed at build
     /// time, as a WebAssembly module cannot ask the CPU.
     Simd128,
+    /// aarch64 NEON: f32 through `fmla` by element; int8 through widening multiplies.
+    Neon,
+    /// NEON with the dot product (FEAT_DotProd: Apple M1, Graviton 2 and later): int8 through
+    /// `sdot` by element.
+    NeonDotprod,
+    /// NEON with the int8 matrix multiply (FEAT_I8MM: Apple M2, Graviton 3 and later): int8
+    /// through `usmmla`, 2 × 8 by 8 × 2 per instruction.
+    NeonI8mm,
     /// AVX2 and FMA: 256-bit f32 FMAs; int8 through `vpmaddubsw` and `vpmaddwd`.
     Avx2,
     /// AVX2 with AVX-VNNI: int8 through the 256-bit `vpdpbusd`.
@@ -113,14 +125,26 @@ pub(crate) enum Level {
 }
 
 impl Level {
-    pub const ALL: [Level; 6] =
-        [Level::Portable, Level::Simd128, Level::Avx2, Level::AvxVnni, Level::Avx512, Level::Avx512Vnni];
+    pub const ALL: [Level; 9] = [
+        Level::Portable,
+        Level::Simd128,
+        Level::Neon,
+        Level::NeonDotprod,
+        Level::NeonI8mm,
+        Level::Avx2,
+        Level::AvxVnni,
+        Level::Avx512,
+        Level::Avx512Vnni,
+    ];
 
     /// The name `ROFORMER_CPU_LEVEL` takes.
     pub fn name(self) -> &'static str {
         match self {
             Level::Portable => "portable",
             Level::Simd128 => "simd128",
+            Level::Neon => "neon",
+            Level::NeonDotprod => "neon-dotprod",
+            Level::NeonI8mm => "neon-i8mm",
             Level::Avx2 => "avx2",
             Level::AvxVnni => "avx-vnni",
             Level::Avx512 => "avx512",
@@ -138,14 +162,27 @@ impl Level {
                 || avx2() && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
             match self {
                 Level::Portable => true,
-                Level::Simd128 => false,
                 Level::Avx2 => avx2(),
                 Level::AvxVnni => avx2() && has!("avxvnni"),
                 Level::Avx512 => avx512(),
                 Level::Avx512Vnni => avx512() && has!("avx512vnni"),
+                Level::Simd128 | Level::Neon | Level::NeonDotprod | Level::NeonI8mm => false,
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "aarch64")]
+        {
+            use std::arch::is_aarch64_feature_detected as has;
+            // The i8mm kernel is reached only above the dotprod one, so it asks for both: every
+            // core with FEAT_I8MM has FEAT_DotProd, and a lowered level stays a subset.
+            match self {
+                Level::Portable => true,
+                Level::Neon => has!("neon"),
+                Level::NeonDotprod => has!("neon") && has!("dotprod"),
+                Level::NeonI8mm => has!("neon") && has!("dotprod") && has!("i8mm"),
+                _ => false,
+            }
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         {
             self == Level::Portable
                 || (self == Level::Simd128 && cfg!(all(target_arch = "wasm32", target_feature = "simd128")))
@@ -210,7 +247,7 @@ macro_rules! multiversion {
                     // it has the features each variant is compiled for.
                     Level::Avx512 | Level::Avx512Vnni => return unsafe { avx512($($arg),*) },
                     Level::Avx2 | Level::AvxVnni => return unsafe { avx2($($arg),*) },
-                    Level::Portable | Level::Simd128 => {}
+                    _ => {}
                 }
             }
             body($($arg),*)

@@ -7,6 +7,8 @@
 //! | AVX-512 VNNI | 14 × 32 | `vpdpbusd` (512-bit) |
 //! | AVX-VNNI | 6 × 16 | `vpdpbusd` (256-bit) |
 //! | AVX2 (and AVX-512 without VNNI) | 5 × 16 | `vpmaddubsw` then `vpmaddwd` by ones |
+//! | aarch64 i8mm | 8 × 8 | `usmmla` (u8 × s8, 2 × 8 by 8 × 2 per instruction) |
+//! | aarch64 dotprod | 8 × 12 | `sdot` by element (s8 × s8: inputs moved to s8 by x − 128) |
 //! | WebAssembly SIMD | 5 × 4 | `i32x4.dot_i16x8_s` on u8 and s8 widened to i16 |
 //! | portable | 4 × 16 | widened products the compiler vectorises |
 //!
@@ -72,23 +74,48 @@ impl I8Tile<'_> {
     }
 }
 
-/// How one step (4 k's of `nr` columns) of a packed weight panel is laid out.
+/// How a packed weight panel holds its columns' k's, and the packed input its rows' k's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StepLayout {
-    /// Column by column, each column's 4 k's together: the operand of `vpdpbusd` and
-    /// `vpmaddubsw` (x86 only).
-    #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "wasm32")), allow(dead_code))]
+    /// Steps of 4 k, column by column, each column's 4 k's together: the operand of `vpdpbusd`,
+    /// `vpmaddubsw` and `sdot` (not the portable kernel's).
+    #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "wasm32", target_arch = "aarch64")), allow(dead_code))]
     Quads,
-    /// k by k, each k's `nr` columns together: the operand of widening multiplies along columns.
+    /// Steps of 4 k, k by k, each k's `nr` columns together: the operand of widening multiplies
+    /// along columns.
     ByK,
+    /// Steps of 8 k, pairs of columns, each column's 8 k's together: the 8 × 2 operand of
+    /// `usmmla`. The input's lines come in pairs (k = 8·s.. and 8·s + 4..) with each row's 8
+    /// bytes together, so that one vector holds the other 2 × 8 operand, two rows of 8 k.
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    Pairs,
 }
 
 impl StepLayout {
-    /// The offset in a step of column `j` at k = 4·step + `q`.
-    pub fn offset(self, nr: usize, j: usize, q: usize) -> usize {
+    /// The k's a step of the packed weight holds; k is padded to a multiple of it.
+    pub fn depth(self) -> usize {
         match self {
-            StepLayout::Quads => j * 4 + q,
-            StepLayout::ByK => q * nr + j,
+            StepLayout::Pairs => 8,
+            StepLayout::Quads | StepLayout::ByK => 4,
+        }
+    }
+
+    /// The offset in a panel of `nr` columns of column `j` at depth `kk`.
+    pub fn offset(self, nr: usize, j: usize, kk: usize) -> usize {
+        let (step, q) = (kk / 4, kk % 4);
+        match self {
+            StepLayout::Quads => step * nr * 4 + j * 4 + q,
+            StepLayout::ByK => step * nr * 4 + q * nr + j,
+            StepLayout::Pairs => (kk / 8) * nr * 8 + (j / 2) * 16 + (j % 2) * 8 + kk % 8,
+        }
+    }
+
+    /// Where row `r`'s 4 bytes for k = 4·step.. sit among a tile's packed input dwords, lines
+    /// of `a_stride` dwords.
+    pub fn input_index(self, a_stride: usize, step: usize, r: usize) -> usize {
+        match self {
+            StepLayout::Pairs => (step / 2) * 2 * a_stride + 2 * r + step % 2,
+            StepLayout::Quads | StepLayout::ByK => step * a_stride + r,
         }
     }
 }
@@ -102,7 +129,7 @@ pub(crate) struct I8Kernel {
     pub a_stride: usize,
     /// The largest weight magnitude the kernel takes.
     pub weight_max: f32,
-    /// How a step of the packed weight holds its 4 k of `nr` columns.
+    /// How the packed weight and input hold their k's.
     pub layout: StepLayout,
     /// Computes one tile.
     ///
@@ -141,6 +168,19 @@ static AVX512_VNNI: I8Kernel = I8Kernel {
     tile: avx512_vnni::tile,
 };
 
+#[cfg(target_arch = "aarch64")]
+static NEON_DOTPROD: I8Kernel = I8Kernel {
+    mr: 8,
+    nr: 12,
+    a_stride: 8,
+    weight_max: 127.0,
+    layout: StepLayout::Quads,
+    tile: neon_dotprod::tile,
+};
+#[cfg(target_arch = "aarch64")]
+static NEON_I8MM: I8Kernel =
+    I8Kernel { mr: 8, nr: 8, a_stride: 8, weight_max: 127.0, layout: StepLayout::Pairs, tile: neon_i8mm::tile };
+
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 static SIMD128: I8Kernel =
     I8Kernel { mr: 5, nr: 4, a_stride: 5, weight_max: 127.0, layout: StepLayout::Quads, tile: simd128::tile };
@@ -152,7 +192,15 @@ impl I8Kernel {
             Level::Avx512Vnni => return &AVX512_VNNI,
             Level::AvxVnni => return &AVX_VNNI,
             Level::Avx2 | Level::Avx512 => return &AVX2,
-            Level::Portable | Level::Simd128 => {}
+            _ => {}
+        }
+        // Plain NEON keeps the portable kernel, whose widening multiplies compile to NEON's
+        // `smull`/`smlal` along columns.
+        #[cfg(target_arch = "aarch64")]
+        match level {
+            Level::NeonI8mm => return &NEON_I8MM,
+            Level::NeonDotprod => return &NEON_DOTPROD,
+            _ => {}
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         if level == Level::Simd128 {
@@ -171,9 +219,10 @@ fn scale_and_zero_point(lo: f32, hi: f32) -> (f32, f32) {
 
 super::multiversion! {
     /// Quantizes `rows` rows of `a` (row stride `k`) to u8 with a scale and zero point per row,
-    /// and lays them out for the microkernels: `dst[step * a_stride + r]` holds row r's bytes for
-    /// k = 4·step..4·step + 4. The range always includes 0, so zero stays exact.
-    pub(crate) fn quantize_rows(a: &[f32], k: usize, rows: usize, a_stride: usize, dst: &mut [u32], scales: &mut [f32], zero_points: &mut [i32]) {
+    /// and lays them out for the microkernels: `dst[layout.input_index(a_stride, step, r)]`
+    /// holds row r's bytes for k = 4·step..4·step + 4. The range always includes 0, so zero
+    /// stays exact.
+    pub(crate) fn quantize_rows(a: &[f32], k: usize, rows: usize, a_stride: usize, layout: StepLayout, dst: &mut [u32], scales: &mut [f32], zero_points: &mut [i32]) {
         let mut bytes = vec![0u8; k.div_ceil(4) * 4];
         for r in 0..rows {
             let row = &a[r * k..r * k + k];
@@ -188,7 +237,7 @@ super::multiversion! {
             }
             // Bytes past k multiply zero weights: whatever they hold.
             for (step, quad) in bytes.chunks_exact(4).enumerate() {
-                dst[step * a_stride + r] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]);
+                dst[layout.input_index(a_stride, step, r)] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]);
             }
         }
     }
@@ -357,6 +406,190 @@ mod avx2 {
                 _mm256_storeu_si256(sums.as_mut_ptr().cast(), lo[r]);
                 _mm256_storeu_si256(sums.as_mut_ptr().add(8).cast(), hi[r]);
                 t.store(r, &sums);
+            }
+        }
+    }
+}
+
+/// `sdot` and `usmmla` through `asm!`: their intrinsics are not stable in Rust 1.95. Each macro
+/// is one instruction on registers, so the compiler still allocates and schedules around it.
+#[cfg(target_arch = "aarch64")]
+mod arm_asm {
+    /// `acc += ` the 4 dot products of `w`'s 4-byte groups with the 4 bytes of lane `$lane` of
+    /// `x`, all s8, summed into i32.
+    macro_rules! sdot_lane {
+        ($acc:expr, $w:expr, $x:expr, $lane:literal) => {{
+            let mut acc: core::arch::aarch64::int32x4_t = $acc;
+            // SAFETY: registers only (no memory, stack or flags); the enclosing function enables
+            // `dotprod`, which its caller checked the CPU has.
+            unsafe {
+                core::arch::asm!(
+                    concat!("sdot {acc:v}.4s, {w:v}.16b, {x:v}.4b[", $lane, "]"),
+                    acc = inout(vreg) acc,
+                    w = in(vreg) $w,
+                    x = in(vreg) $x,
+                    options(pure, nomem, nostack, preserves_flags)
+                )
+            };
+            acc
+        }};
+    }
+
+    /// `acc += x · wᵀ`: `x` two rows of 8 u8, `w` two columns of 8 s8, `acc` the 2 × 2 i32
+    /// result row by row.
+    macro_rules! usmmla {
+        ($acc:expr, $x:expr, $w:expr) => {{
+            let mut acc: core::arch::aarch64::int32x4_t = $acc;
+            // SAFETY: registers only; the enclosing function enables `i8mm`, which its caller
+            // checked the CPU has.
+            unsafe {
+                core::arch::asm!(
+                    "usmmla {acc:v}.4s, {x:v}.16b, {w:v}.16b",
+                    acc = inout(vreg) acc,
+                    x = in(vreg) $x,
+                    w = in(vreg) $w,
+                    options(pure, nomem, nostack, preserves_flags)
+                )
+            };
+            acc
+        }};
+    }
+
+    pub(super) use {sdot_lane, usmmla};
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon_dotprod {
+    use std::arch::aarch64::*;
+
+    use super::arm_asm::sdot_lane;
+    use super::I8Tile;
+
+    const MR: usize = 8;
+    const NR: usize = 12;
+
+    /// # Safety
+    /// The CPU has the dot product (FEAT_DotProd), and `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &I8Tile) {
+        t.check(MR, NR, MR);
+        // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8) }
+    }
+
+    /// `acc + w · x` for the row whose 4 bytes are lane `r % 4` of `line[r / 4]`.
+    #[inline(always)]
+    fn dot(acc: int32x4_t, w: int8x16_t, line: [int8x16_t; 2], r: usize) -> int32x4_t {
+        let x = line[r / 4];
+        match r % 4 {
+            0 => sdot_lane!(acc, w, x, 0),
+            1 => sdot_lane!(acc, w, x, 1),
+            2 => sdot_lane!(acc, w, x, 2),
+            _ => sdot_lane!(acc, w, x, 3),
+        }
+    }
+
+    // 8 rows × 3 vectors of 4 columns: 24 accumulators, 3 weight vectors and 2 input vectors of
+    // the 32 registers, as the f32 tile. `sdot` takes s8 on both sides, so the u8 inputs are
+    // moved to s8 by flipping their top bit (x − 128), and 128 · Σw goes back into each sum.
+    #[target_feature(enable = "dotprod")]
+    unsafe fn rows<const R: usize>(t: &I8Tile) {
+        let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
+        let flip = vdupq_n_u32(0x8080_8080);
+        let mut acc = [[vdupq_n_s32(0); 3]; R];
+        for step in 0..t.steps {
+            // SAFETY: `b` holds `steps` steps of NR · 4 = 48 bytes and `a` `steps` lines of MR
+            // dwords (checked by `tile`); NEON loads take any alignment.
+            let (weights, line) = unsafe {
+                let w: [int8x16_t; 3] = std::array::from_fn(|v| vld1q_s8(b.add(step * NR * 4 + 16 * v)));
+                let x: [int8x16_t; 2] = std::array::from_fn(|h| {
+                    vreinterpretq_s8_u32(veorq_u32(vld1q_u32(a.add(step * MR + 4 * h)), flip))
+                });
+                (w, x)
+            };
+            for (r, acc) in acc.iter_mut().enumerate() {
+                for (acc, &w) in acc.iter_mut().zip(&weights) {
+                    *acc = dot(*acc, w, line, r);
+                }
+            }
+        }
+        let mut sums = [0i32; NR];
+        for (r, acc) in acc.iter().enumerate() {
+            // SAFETY: `sums` holds NR = 12 i32; row r of `c` is valid for `cols` writes (the
+            // caller).
+            unsafe {
+                for (v, &s) in acc.iter().enumerate() {
+                    vst1q_s32(sums.as_mut_ptr().add(4 * v), s);
+                }
+                for (sum, &w) in sums.iter_mut().zip(t.col_sums) {
+                    *sum += 128 * w;
+                }
+                t.store(r, &sums);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon_i8mm {
+    use std::arch::aarch64::*;
+
+    use super::arm_asm::usmmla;
+    use super::I8Tile;
+
+    const MR: usize = 8;
+    const NR: usize = 8;
+    /// Pairs of rows and of columns in a tile.
+    const PAIRS: usize = 4;
+
+    /// # Safety
+    /// The CPU has the int8 matrix multiply (FEAT_I8MM), and `t.c` is valid for the tile's
+    /// writes.
+    pub(super) unsafe fn tile(t: &I8Tile) {
+        t.check(MR, NR, MR);
+        assert!(t.steps % 2 == 0, "int8 tile: {} steps of 4 k for 8-k steps", t.steps);
+        // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8) }
+    }
+
+    // 4 pairs of rows × 4 pairs of columns: 16 accumulators of 2 × 2 sums, 4 weight vectors
+    // and 4 input vectors per 8 k, 24 of the 32 registers. Each `usmmla` does 32
+    // multiply-adds, twice an `sdot`; u8 inputs and s8 weights are its operands as they are.
+    #[target_feature(enable = "neon,i8mm")]
+    unsafe fn rows<const R: usize>(t: &I8Tile) {
+        let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
+        let pairs = R.div_ceil(2);
+        let mut acc = [[vdupq_n_s32(0); PAIRS]; PAIRS];
+        for step in 0..t.steps / 2 {
+            // SAFETY: `b` holds `steps / 2` steps of NR · 8 = 64 bytes and `a` `steps / 2`
+            // pairs of lines of 2 · MR dwords (checked by `tile`); NEON loads take any alignment.
+            let (weights, inputs) = unsafe {
+                let w: [int8x16_t; PAIRS] = std::array::from_fn(|q| vld1q_s8(b.add(step * NR * 8 + 16 * q)));
+                let x: [uint8x16_t; PAIRS] =
+                    std::array::from_fn(|p| vreinterpretq_u8_u32(vld1q_u32(a.add(step * 2 * MR + 4 * p))));
+                (w, x)
+            };
+            for (acc, &x) in acc.iter_mut().zip(&inputs).take(pairs) {
+                for (acc, &w) in acc.iter_mut().zip(&weights) {
+                    *acc = usmmla!(*acc, x, w);
+                }
+            }
+        }
+        for (p, acc) in acc.iter().enumerate().take(pairs) {
+            // Lanes of pair (p, q): (2p, 2q), (2p, 2q + 1), (2p + 1, 2q), (2p + 1, 2q + 1).
+            let mut lanes = [0i32; 4 * PAIRS];
+            // SAFETY: `lanes` holds 4 · PAIRS i32.
+            unsafe {
+                for (q, &s) in acc.iter().enumerate() {
+                    vst1q_s32(lanes.as_mut_ptr().add(4 * q), s);
+                }
+            }
+            for half in 0..2 {
+                let r = 2 * p + half;
+                if r < t.rows {
+                    let sums: [i32; NR] = std::array::from_fn(|j| lanes[(j / 2) * 4 + half * 2 + j % 2]);
+                    // SAFETY: row r < rows of `c` is valid for `cols` writes (the caller).
+                    unsafe { t.store(r, &sums) };
+                }
             }
         }
     }
