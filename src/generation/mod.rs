@@ -1,6 +1,6 @@
-//! Text generation for causal-LM checkpoints: a key-value cache (the source runs once, then one
-//! token per step), several samples of one source decoded together as one batch, and greedy,
-//! temperature, top-k and top-p sampling from a seed.
+//! Text generation for causal-LM checkpoints: a key-value cache (the runtime's `kv_cache`: the
+//! source runs once, then one token per step), several samples of one source decoded together as
+//! one batch, and greedy, temperature, top-k and top-p sampling from a seed.
 //!
 //! junnyu's sim checkpoints generate as UniLM does ([`GenerationMode::SourceThenTarget`]): the
 //! source `[CLS] text [SEP]` (token type 0) attends to itself in both directions, and each
@@ -10,7 +10,6 @@
 //! or a bidirectional recompute would each give other tokens than the sim checkpoints' own code.
 
 pub(crate) mod causal_lm;
-pub(crate) mod kv_cache;
 
 use candle_core::{DType, Tensor};
 
@@ -366,7 +365,7 @@ mod cache_tests {
         let src = source.len();
         let sees = move |q: usize, k: usize| k <= q || k < src;
         let types = |n: usize| -> Vec<u32> { (0..n).map(|i| u32::from(i >= src)).collect() };
-        let run = |cache: &crate::generation::kv_cache::KvCache, ids: &[u32], types: &[u32]| {
+        let run = |cache: &crate::runtime::kv_cache::KvCache, ids: &[u32], types: &[u32]| {
             let ids = Tensor::new(ids, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
             let types = Tensor::new(types, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
             model

@@ -5,11 +5,11 @@ use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
 use crate::loading::config::{Config, NormType, SummaryType};
-use crate::model::activation::Activation;
 use crate::model::batching::Batch;
 use crate::model::layers::{DropoutRng, Linear, Norm};
 use crate::model::roformer::{Inputs, RoFormerModel};
 use crate::model::task::TaskModel;
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
 /// `classifier`: `[CLS]` -> dense -> hidden_act -> out_proj (hidden_act, not BERT's tanh).

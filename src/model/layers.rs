@@ -8,7 +8,7 @@ use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
 use crate::loading::config::{Config, NormType};
-use crate::model::activation::Activation;
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 use crate::runtime::kernels;
 use crate::runtime::kernels::gemm::{PackedF32, PackedI8};

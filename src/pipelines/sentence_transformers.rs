@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;
 use crate::loading::model_files::ModelFiles;
-use crate::model::activation::Activation;
 use crate::model::layers::Linear;
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
 /// What a sentence-transformers folder asks of the sentence encoder.
