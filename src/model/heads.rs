@@ -8,7 +8,7 @@ use crate::loading::config::{Config, NormType, SummaryType};
 use crate::model::batching::Batch;
 use crate::model::layers::{DropoutRng, Linear, Norm};
 use crate::model::roformer::{Inputs, RoFormerModel};
-use crate::model::task::TaskModel;
+use crate::model::task::task_model;
 use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
@@ -72,19 +72,7 @@ pub struct RoFormerForSequenceClassification {
     classifier: ClassificationHead,
 }
 
-impl TaskModel for RoFormerForSequenceClassification {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForSequenceClassification::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForSequenceClassification);
 
 impl RoFormerForSequenceClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -113,19 +101,7 @@ pub struct RoFormerForTokenClassification {
     classifier: Linear,
 }
 
-impl TaskModel for RoFormerForTokenClassification {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForTokenClassification::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForTokenClassification);
 
 impl RoFormerForTokenClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -204,19 +180,7 @@ pub struct RoFormerForMaskedLM {
     cls: MaskedLmHead,
 }
 
-impl TaskModel for RoFormerForMaskedLM {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForMaskedLM::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForMaskedLM);
 
 impl RoFormerForMaskedLM {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -254,19 +218,7 @@ pub struct RoFormerForQuestionAnswering {
     qa_outputs: Linear,
 }
 
-impl TaskModel for RoFormerForQuestionAnswering {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForQuestionAnswering::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForQuestionAnswering);
 
 impl RoFormerForQuestionAnswering {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -304,19 +256,7 @@ pub struct RoFormerForMultipleChoice {
     classifier: Linear,
 }
 
-impl TaskModel for RoFormerForMultipleChoice {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForMultipleChoice::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForMultipleChoice);
 
 impl RoFormerForMultipleChoice {
     /// Builds the model from the weights under `vb`, a checkpoint's root.

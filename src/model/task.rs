@@ -1,7 +1,7 @@
 //! What every RoFormer model is, the bare encoder and each task head on it: built from a
 //! checkpoint's weights, with an encoder to reach and to quantize. [`Checkpoint::load`],
-//! [`load_dir`] and the pipelines are generic over it, so a new head is its own file and this one
-//! `impl`.
+//! [`load_dir`] and the pipelines are generic over it, so a new head is its own file and one
+//! `task_model!` line.
 //!
 //! `Checkpoint::load` and `load_dir` live here rather than in `loading/checkpoint.rs`: loading
 //! sits below the model and knows no model type, so it hands a `VarBuilder` to a closure
@@ -54,6 +54,30 @@ pub trait TaskModel: Sized {
         self.roformer_mut().quantize(quantization)
     }
 }
+
+/// `impl TaskModel` for task heads that keep their encoder in a field `roformer` and have an
+/// inherent `load(vb, config)`: each head file states only its type names.
+macro_rules! task_model {
+    ($($head:ty),+ $(,)?) => {$(
+        impl $crate::model::task::TaskModel for $head {
+            fn load(
+                vb: candle_nn::VarBuilder,
+                config: &$crate::loading::config::Config,
+            ) -> $crate::error::Result<Self> {
+                <$head>::load(vb, config)
+            }
+
+            fn roformer(&self) -> &$crate::model::roformer::RoFormerModel {
+                &self.roformer
+            }
+
+            fn roformer_mut(&mut self) -> &mut $crate::model::roformer::RoFormerModel {
+                &mut self.roformer
+            }
+        }
+    )+};
+}
+pub(crate) use task_model;
 
 impl TaskModel for RoFormerModel {
     fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
