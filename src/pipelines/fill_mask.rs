@@ -4,7 +4,7 @@ use std::path::Path;
 
 use candle_core::DType;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
 use crate::model::heads::RoFormerForMaskedLM;
@@ -84,12 +84,4 @@ impl FillMask {
     }
 }
 
-impl std::ops::Deref for FillMask {
-    type Target = Pipeline<RoFormerForMaskedLM>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(FillMask, RoFormerForMaskedLM, pipeline);

@@ -5,7 +5,7 @@ use std::path::Path;
 use candle_core::DType;
 use tokenizers::Encoding;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
 use crate::loading::tokenizer::Encoded;
@@ -287,12 +287,4 @@ fn span_chars(encoding: &Encoding, s: usize, e: usize, align_to_words: bool) -> 
     }
 }
 
-impl std::ops::Deref for QuestionAnswerer {
-    type Target = Pipeline<RoFormerForQuestionAnswering>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(QuestionAnswerer, RoFormerForQuestionAnswering, pipeline);

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::core::Pipeline;
+use super::core::shared_accessors;
 use super::options::PipelineOptions;
 use super::text_classifier::TextClassifier;
 use crate::error::{Error, Result};
@@ -142,15 +142,7 @@ fn sigmoid_by_default(files: &ModelFiles) -> Result<bool> {
     Ok(true)
 }
 
-impl std::ops::Deref for Reranker {
-    type Target = Pipeline<RoFormerForSequenceClassification>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.classifier.pipeline
-    }
-}
+shared_accessors!(Reranker, RoFormerForSequenceClassification, classifier.pipeline);
 
 #[cfg(test)]
 mod tests {

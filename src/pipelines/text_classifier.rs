@@ -4,7 +4,7 @@ use std::path::Path;
 
 use candle_core::DType;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::Result;
 use crate::loading::config::{Config, ProblemType};
@@ -161,15 +161,7 @@ impl TextClassifier {
     }
 }
 
-impl std::ops::Deref for TextClassifier {
-    type Target = Pipeline<RoFormerForSequenceClassification>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(TextClassifier, RoFormerForSequenceClassification, pipeline);
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use candle_core::DType;
 use tokenizers::Encoding;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
 use crate::loading::tokenizer::Encoded;
@@ -372,15 +372,7 @@ fn nanmean(xs: impl Iterator<Item = f32>) -> f32 {
     }
 }
 
-impl std::ops::Deref for TokenClassifier {
-    type Target = Pipeline<RoFormerForTokenClassification>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(TokenClassifier, RoFormerForTokenClassification, pipeline);
 
 #[cfg(test)]
 mod tests {
