@@ -43,7 +43,8 @@
 //! - `runtime/`: `engine` decides once per model whether the fused CPU `kernels/` (one GEMM
 //!   driver, a microkernel per SIMD level) or Candle's `ops` compute it; `quantization` is the
 //!   int8 option; `workers` the thread pool a pipeline runs on; and what knows nothing of RoFormer:
-//!   [`Activation`], [`RopeScaling`] and the `kv_cache`;
+//!   [`Activation`], [`RopeScaling`], the `kv_cache`, and [`scores`] (softmax, sigmoid, argmax,
+//!   top-k);
 //! - `training` and `error` stay at the top.
 
 #![warn(missing_docs)]
@@ -82,6 +83,7 @@ pub use pipelines::{
 pub use runtime::activation::Activation;
 pub use runtime::quantization::Quantization;
 pub use runtime::rope_scaling::{RopeScaling, Yarn};
+pub use runtime::scores;
 
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.
 #[cfg(all(doctest, feature = "bundled-sst2"))]

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
 use crate::model::layers::SplitMix64;
 use crate::model::task::TaskModel;
+use crate::runtime::scores::argmax;
 
 /// How the next token is picked from the scores.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -243,14 +244,14 @@ impl Sampler {
 
     fn pick(&mut self, logits: &[f32]) -> u32 {
         match self.sampling {
-            Sampling::Greedy => argmax(logits),
+            Sampling::Greedy => argmax(logits) as u32,
             Sampling::Sample { temperature, top_k, top_p } => self.sample(logits, temperature, top_k, top_p),
         }
     }
 
     fn sample(&mut self, logits: &[f32], temperature: f32, top_k: Option<usize>, top_p: f32) -> u32 {
         let t = f64::from(temperature);
-        let max = f64::from(logits[argmax(logits) as usize]);
+        let max = f64::from(logits[argmax(logits)]);
         let weight = |id: u32| ((f64::from(logits[id as usize]) - max) / t).exp();
         let by_score = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
         let limit = top_k.unwrap_or(logits.len()).min(logits.len());
@@ -291,17 +292,6 @@ impl Sampler {
         }
         self.order[kept - 1]
     }
-}
-
-/// The index of the highest score, the first on ties.
-fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! Candle's models: `activation` (the functions a config names), `rope_scaling` (a config's
 //! `rope_scaling` and the frequencies it gives) and `kv_cache` (the keys and values a decoding
 //! step reads). `loading/` parses them, `model/` runs them, `generation/` fills the cache.
+//! `scores` (softmax, sigmoid, argmax, top-k on logits) serves generation and the pipelines,
+//! public as `roformer::scores`.
 
 pub(crate) mod activation;
 pub(crate) mod engine;
@@ -14,4 +16,5 @@ pub(crate) mod kv_cache;
 pub(crate) mod ops;
 pub(crate) mod quantization;
 pub(crate) mod rope_scaling;
+pub mod scores;
 pub(crate) mod workers;
