@@ -383,7 +383,7 @@ mod cache_tests {
     fn the_cache_gives_the_scores_of_a_full_recompute() {
         let dir =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models/sim_generation");
-        let model: RoFormerForCausalLM = crate::load_dir(dir, DType::F32, &Device::Cpu).unwrap();
+        let model: RoFormerForCausalLM = crate::model::task::load_dir(dir, DType::F32, &Device::Cpu).unwrap();
         let (source, tokens) = ([2, 21, 40, 57, 18, 3], [30, 30, 8, 101, 7, 215]);
         let cached = step_scores(&model, &source, &tokens, true);
         let full = step_scores(&model, &source, &tokens, false);

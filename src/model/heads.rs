@@ -282,7 +282,7 @@ impl RoFormerForMultipleChoice {
     /// `input_ids` etc. are (batch, num_choices, seq); the result is (batch, num_choices).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
         let (batch, choices, seq) = inputs.input_ids.dims3().map_err(|_| {
-            crate::Error::Input(format!(
+            crate::error::Error::Input(format!(
                 "input_ids has shape {:?}, expected (batch, num_choices, seq)",
                 inputs.input_ids.dims()
             ))

@@ -81,7 +81,7 @@ impl Linear {
                 }
                 Ok(())
             }
-            Linear::Candle { weight, .. } => Err(crate::Error::Unsupported(if weight.is_variable() {
+            Linear::Candle { weight, .. } => Err(crate::error::Error::Unsupported(if weight.is_variable() {
                 "a model loaded for training cannot be quantized".to_string()
             } else if !weight.device().is_cpu() {
                 format!(

@@ -411,11 +411,11 @@ impl Pooling {
     }
 
     /// The [`crate::Pooling`] that names this pooling, as far as one does.
-    pub fn as_public(&self) -> crate::Pooling {
+    pub fn as_public(&self) -> crate::pipelines::options::Pooling {
         if self.modes == [Mode::Cls] {
-            crate::Pooling::Cls
+            crate::pipelines::options::Pooling::Cls
         } else {
-            crate::Pooling::Mean
+            crate::pipelines::options::Pooling::Mean
         }
     }
 }
