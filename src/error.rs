@@ -146,7 +146,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// message is Candle's.
 macro_rules! candle_bail {
     ($($arg:tt)+) => {
-        return Err($crate::Error::Candle(candle_core::Error::Msg(format!($($arg)+)).bt()))
+        return Err($crate::error::Error::Candle(candle_core::Error::Msg(format!($($arg)+)).bt()))
     };
 }
 pub(crate) use candle_bail;

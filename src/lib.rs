@@ -31,18 +31,20 @@
 //! - `pipelines/`: one file per task, over the shared `Pipeline` of `pipelines/mod.rs` (load,
 //!   tokenize, batch, run);
 //! - `generation/`: `causal_lm` ([`RoFormerForCausalLM`], [`GenerationMode`]), `generate` and its
-//!   sampling in `mod.rs`, and the `kv_cache` a decoding step reads;
+//!   sampling in `mod.rs`, filling the runtime's `kv_cache`;
 //! - `model/`: the network, one small type per component: `embeddings`, `attention` (with
-//!   `rotary` and `rope_scaling`), `encoder`, `roformer` ([`RoFormerModel`], the pooler) and the
-//!   task `heads`, built from `layers` and `activation`; `batching` packs tokenized texts and
-//!   `pass` carries the engine's mask through a forward pass;
+//!   `rotary`), `encoder`, `roformer` ([`RoFormerModel`], the pooler) and the task `heads`, built
+//!   from `layers`; `task` ([`TaskModel`], with [`Checkpoint::load`] and [`load_dir`]); `batching`
+//!   packs tokenized texts and `pass` carries the engine's mask through a forward pass;
 //! - `loading/`: `config`, `checkpoint` (the weights), `layout` (weight-file names, the shard
 //!   index, the names a folder may hold), `json`, `model_files` (a folder on disk or in memory),
 //!   `remote` (a folder fetched file by file, as a browser does), `hub/` (`options`, the `cache`
 //!   layout, `http`) and `tokenizer/` (the encode API, `folder` load and save, `jieba`, `wordpiece`);
 //! - `runtime/`: `engine` decides once per model whether the fused CPU `kernels/` (one GEMM
 //!   driver, a microkernel per SIMD level) or Candle's `ops` compute it; `quantization` is the
-//!   int8 option; `workers` the thread pool a pipeline runs on;
+//!   int8 option; `workers` the thread pool a pipeline runs on; and what knows nothing of RoFormer:
+//!   [`Activation`], [`RopeScaling`], the `kv_cache`, and [`scores`] (softmax, sigmoid, argmax,
+//!   top-k);
 //! - `training` and `error` stay at the top.
 
 #![warn(missing_docs)]
@@ -61,26 +63,27 @@ pub mod training;
 pub use error::{BoxError, Error, HubErrorKind, Result};
 pub use generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
 pub use generation::{GenerationOptions, Sampling};
-pub use loading::checkpoint::{load_dir, Checkpoint};
+pub use loading::checkpoint::Checkpoint;
 pub use loading::config::{Config, NormType, ProblemType, SummaryType};
 pub use loading::hub::options::{DownloadProgress, HubOptions};
 pub use loading::model_files::ModelFiles;
 pub use loading::tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
-pub use model::activation::Activation;
 pub use model::heads::{
     RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,
     RoFormerForSequenceClassification, RoFormerForTokenClassification,
 };
 pub use model::roformer::{Inputs, Pooler, RoFormerModel};
-pub use model::rope_scaling::{RopeScaling, Yarn};
-pub use model::task::TaskModel;
+pub use model::task::{load_dir, TaskModel};
 pub use pipelines::{
     cosine_similarity, l2_normalize, AggregationStrategy, Answer, Classification, Entity, FillMask,
     MaskCandidate, Paraphrase, Paraphraser, Pipeline, PipelineOptions, Pooling, Prompt, QuestionAnswerer,
     QuestionAnswererOptions, Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier,
     TokenClassifierOptions,
 };
+pub use runtime::activation::Activation;
 pub use runtime::quantization::Quantization;
+pub use runtime::rope_scaling::{RopeScaling, Yarn};
+pub use runtime::scores;
 
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.
 #[cfg(all(doctest, feature = "bundled-sst2"))]

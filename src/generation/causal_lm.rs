@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::loading::config::Config;
 use crate::model::heads::{MaskedLmHead, RoFormerForMaskedLM};
 use crate::model::roformer::{Inputs, RoFormerModel};
-use crate::model::task::TaskModel;
+use crate::model::task::task_model;
 
 /// Which earlier positions a generated token attends to, and its token type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,19 +29,7 @@ pub struct RoFormerForCausalLM {
     mode: GenerationMode,
 }
 
-impl TaskModel for RoFormerForCausalLM {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForCausalLM::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForCausalLM);
 
 impl RoFormerForCausalLM {
     /// Builds the model from the weights under `vb`, a checkpoint's root.

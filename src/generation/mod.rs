@@ -1,6 +1,6 @@
-//! Text generation for causal-LM checkpoints: a key-value cache (the source runs once, then one
-//! token per step), several samples of one source decoded together as one batch, and greedy,
-//! temperature, top-k and top-p sampling from a seed.
+//! Text generation for causal-LM checkpoints: a key-value cache (the runtime's `kv_cache`: the
+//! source runs once, then one token per step), several samples of one source decoded together as
+//! one batch, and greedy, temperature, top-k and top-p sampling from a seed.
 //!
 //! junnyu's sim checkpoints generate as UniLM does ([`GenerationMode::SourceThenTarget`]): the
 //! source `[CLS] text [SEP]` (token type 0) attends to itself in both directions, and each
@@ -10,7 +10,6 @@
 //! or a bidirectional recompute would each give other tokens than the sim checkpoints' own code.
 
 pub(crate) mod causal_lm;
-pub(crate) mod kv_cache;
 
 use candle_core::{DType, Tensor};
 
@@ -18,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::generation::causal_lm::{GenerationMode, RoFormerForCausalLM};
 use crate::model::layers::SplitMix64;
 use crate::model::task::TaskModel;
+use crate::runtime::scores::argmax;
 
 /// How the next token is picked from the scores.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -244,14 +244,14 @@ impl Sampler {
 
     fn pick(&mut self, logits: &[f32]) -> u32 {
         match self.sampling {
-            Sampling::Greedy => argmax(logits),
+            Sampling::Greedy => argmax(logits) as u32,
             Sampling::Sample { temperature, top_k, top_p } => self.sample(logits, temperature, top_k, top_p),
         }
     }
 
     fn sample(&mut self, logits: &[f32], temperature: f32, top_k: Option<usize>, top_p: f32) -> u32 {
         let t = f64::from(temperature);
-        let max = f64::from(logits[argmax(logits) as usize]);
+        let max = f64::from(logits[argmax(logits)]);
         let weight = |id: u32| ((f64::from(logits[id as usize]) - max) / t).exp();
         let by_score = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
         let limit = top_k.unwrap_or(logits.len()).min(logits.len());
@@ -292,17 +292,6 @@ impl Sampler {
         }
         self.order[kept - 1]
     }
-}
-
-/// The index of the highest score, the first on ties.
-fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 #[cfg(test)]
@@ -366,7 +355,7 @@ mod cache_tests {
         let src = source.len();
         let sees = move |q: usize, k: usize| k <= q || k < src;
         let types = |n: usize| -> Vec<u32> { (0..n).map(|i| u32::from(i >= src)).collect() };
-        let run = |cache: &crate::generation::kv_cache::KvCache, ids: &[u32], types: &[u32]| {
+        let run = |cache: &crate::runtime::kv_cache::KvCache, ids: &[u32], types: &[u32]| {
             let ids = Tensor::new(ids, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
             let types = Tensor::new(types, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
             model
@@ -394,7 +383,7 @@ mod cache_tests {
     fn the_cache_gives_the_scores_of_a_full_recompute() {
         let dir =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models/sim_generation");
-        let model: RoFormerForCausalLM = crate::load_dir(dir, DType::F32, &Device::Cpu).unwrap();
+        let model: RoFormerForCausalLM = crate::model::task::load_dir(dir, DType::F32, &Device::Cpu).unwrap();
         let (source, tokens) = ([2, 21, 40, 57, 18, 3], [30, 30, 8, 101, 7, 215]);
         let cached = step_scores(&model, &source, &tokens, true);
         let full = step_scores(&model, &source, &tokens, false);

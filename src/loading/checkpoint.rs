@@ -13,10 +13,8 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
 use crate::error::{Error, Result};
-use crate::loading::config::Config;
 use crate::loading::layout::{is_shard_index, shard_names, WEIGHT_FILES};
 use crate::loading::model_files::ModelFiles;
-use crate::model::task::TaskModel;
 
 /// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
 /// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
@@ -150,20 +148,29 @@ impl Checkpoint {
         backend.read(name).map(Some)
     }
 
-    /// Builds a model from these weights, converting them to `dtype` on `device`.
+    /// Builds a model with `build` from a `VarBuilder` over these weights, converting them to
+    /// `dtype` on `device`; `model` names it in the warning about unused tensors.
+    ///
+    /// Loading knows no model type: the public `Checkpoint::load::<M>` and `load_dir::<M>` for
+    /// every `TaskModel` are in `model/task.rs`, one layer up, and call this.
     ///
     /// Tensors the model does not use are reported as transformers does: a warning through the
     /// `log` crate naming them, and an error when they are encoder layers, since then the config
     /// disagrees with the weights (a `num_hidden_layers` too small, say).
-    pub fn load<M: TaskModel>(&self, config: &Config, dtype: DType, device: &Device) -> Result<M> {
+    pub(crate) fn build<T>(
+        &self,
+        dtype: DType,
+        device: &Device,
+        model: &str,
+        build: impl FnOnce(VarBuilder) -> Result<T>,
+    ) -> Result<T> {
         let backend = Backend::new(self.weights.clone());
         let (error, used) = (backend.error.clone(), backend.used.clone());
         let vb = VarBuilder::from_backend(Box::new(backend), dtype, device.clone());
-        let model = M::load(vb, config)
-            .map_err(|e| error.lock().ok().and_then(|mut slot| slot.take()).unwrap_or(e))?;
+        let built = build(vb).map_err(|e| error.lock().ok().and_then(|mut slot| slot.take()).unwrap_or(e))?;
         let used = used.lock().map(|u| u.clone()).unwrap_or_default();
-        self.check_unused(&used, std::any::type_name::<M>())?;
-        Ok(model)
+        self.check_unused(&used, model)?;
+        Ok(built)
     }
 
     fn check_unused(&self, used: &HashSet<String>, model: &str) -> Result<()> {
@@ -210,13 +217,6 @@ fn abbreviate(names: &[&String]) -> String {
         0 => head.join(", "),
         more => format!("{}, and {more} more", head.join(", ")),
     }
-}
-
-/// Loads `config.json` and the weights of a checkpoint folder into model `M`.
-pub fn load_dir<M: TaskModel>(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<M> {
-    let dir = dir.as_ref();
-    let config = Config::from_file(dir.join("config.json"))?;
-    Checkpoint::open(dir)?.load(&config, dtype, device)
 }
 
 fn open_weight_file(folder: &ModelFiles, name: &str) -> Result<WeightFile> {
@@ -268,7 +268,7 @@ fn root_message(e: &candle_core::Error) -> String {
 }
 
 /// The `VarBuilder` backend over a checkpoint. Candle's error type cannot carry ours back, so
-/// the first typed error is kept aside and `Checkpoint::load` returns it instead.
+/// the first typed error is kept aside and `Checkpoint::build` returns it instead.
 struct Backend {
     weights: Arc<Weights>,
     error: Arc<Mutex<Option<Error>>>,

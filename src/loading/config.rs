@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::loading::model_files::ModelFiles;
-use crate::model::activation::Activation;
-use crate::model::rope_scaling::RopeScaling;
+use crate::runtime::activation::Activation;
+use crate::runtime::rope_scaling::RopeScaling;
 
 /// What a sequence-classification head computes, as transformers' `problem_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,7 +163,7 @@ pub struct Config {
 }
 
 mod d {
-    use crate::model::activation::Activation;
+    use crate::runtime::activation::Activation;
     pub fn vocab_size() -> usize {
         50000
     }

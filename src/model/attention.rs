@@ -5,7 +5,6 @@ use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
 use crate::error::{Error, Result};
-use crate::generation::kv_cache::LayerCache;
 use crate::loading::config::Config;
 use crate::model::layers::{load_weights, Linear, Norm};
 use crate::model::pass::{Mask, Pass};
@@ -14,6 +13,7 @@ use crate::runtime::engine::Engine;
 use crate::runtime::kernels;
 use crate::runtime::kernels::attention::{Rotation, Segments};
 use crate::runtime::kernels::Level;
+use crate::runtime::kv_cache::LayerCache;
 use crate::runtime::ops::softmax_last_dim;
 
 /// The query, key and value projections.

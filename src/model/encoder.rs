@@ -5,10 +5,10 @@ use candle_nn::VarBuilder;
 
 use crate::error::Result;
 use crate::loading::config::Config;
-use crate::model::activation::Activation;
 use crate::model::attention::Attention;
 use crate::model::layers::{Linear, Norm};
 use crate::model::pass::Pass;
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
 /// The feed-forward block: `intermediate` (dense + activation) then `output` (dense, residual, norm).

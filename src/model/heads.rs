@@ -5,11 +5,11 @@ use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
 use crate::loading::config::{Config, NormType, SummaryType};
-use crate::model::activation::Activation;
 use crate::model::batching::Batch;
 use crate::model::layers::{DropoutRng, Linear, Norm};
 use crate::model::roformer::{Inputs, RoFormerModel};
-use crate::model::task::TaskModel;
+use crate::model::task::task_model;
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
 /// `classifier`: `[CLS]` -> dense -> hidden_act -> out_proj (hidden_act, not BERT's tanh).
@@ -72,19 +72,7 @@ pub struct RoFormerForSequenceClassification {
     classifier: ClassificationHead,
 }
 
-impl TaskModel for RoFormerForSequenceClassification {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForSequenceClassification::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForSequenceClassification);
 
 impl RoFormerForSequenceClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -113,19 +101,7 @@ pub struct RoFormerForTokenClassification {
     classifier: Linear,
 }
 
-impl TaskModel for RoFormerForTokenClassification {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForTokenClassification::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForTokenClassification);
 
 impl RoFormerForTokenClassification {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -204,19 +180,7 @@ pub struct RoFormerForMaskedLM {
     cls: MaskedLmHead,
 }
 
-impl TaskModel for RoFormerForMaskedLM {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForMaskedLM::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForMaskedLM);
 
 impl RoFormerForMaskedLM {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -254,19 +218,7 @@ pub struct RoFormerForQuestionAnswering {
     qa_outputs: Linear,
 }
 
-impl TaskModel for RoFormerForQuestionAnswering {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForQuestionAnswering::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForQuestionAnswering);
 
 impl RoFormerForQuestionAnswering {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -304,19 +256,7 @@ pub struct RoFormerForMultipleChoice {
     classifier: Linear,
 }
 
-impl TaskModel for RoFormerForMultipleChoice {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        RoFormerForMultipleChoice::load(vb, config)
-    }
-
-    fn roformer(&self) -> &RoFormerModel {
-        &self.roformer
-    }
-
-    fn roformer_mut(&mut self) -> &mut RoFormerModel {
-        &mut self.roformer
-    }
-}
+task_model!(RoFormerForMultipleChoice);
 
 impl RoFormerForMultipleChoice {
     /// Builds the model from the weights under `vb`, a checkpoint's root.
@@ -342,7 +282,7 @@ impl RoFormerForMultipleChoice {
     /// `input_ids` etc. are (batch, num_choices, seq); the result is (batch, num_choices).
     pub fn forward(&self, inputs: Inputs) -> Result<Tensor> {
         let (batch, choices, seq) = inputs.input_ids.dims3().map_err(|_| {
-            crate::Error::Input(format!(
+            crate::error::Error::Input(format!(
                 "input_ids has shape {:?}, expected (batch, num_choices, seq)",
                 inputs.input_ids.dims()
             ))

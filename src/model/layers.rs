@@ -8,7 +8,7 @@ use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
 use crate::loading::config::{Config, NormType};
-use crate::model::activation::Activation;
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 use crate::runtime::kernels;
 use crate::runtime::kernels::gemm::{PackedF32, PackedI8};
@@ -81,7 +81,7 @@ impl Linear {
                 }
                 Ok(())
             }
-            Linear::Candle { weight, .. } => Err(crate::Error::Unsupported(if weight.is_variable() {
+            Linear::Candle { weight, .. } => Err(crate::error::Error::Unsupported(if weight.is_variable() {
                 "a model loaded for training cannot be quantized".to_string()
             } else if !weight.device().is_cpu() {
                 format!(

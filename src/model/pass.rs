@@ -4,13 +4,13 @@
 use candle_core::{DType, Tensor};
 
 use crate::error::{candle_bail, Result};
-use crate::generation::kv_cache::KvCache;
 use crate::model::batching::Batch;
 use crate::model::layers::DropoutRng;
 use crate::model::rotary::RotaryTables;
 use crate::runtime::engine::Engine;
 use crate::runtime::kernels::attention::Rotation;
 use crate::runtime::kernels::Level;
+use crate::runtime::kv_cache::KvCache;
 
 /// The mask in the form the model's engine computes attention with.
 pub(crate) enum Mask<'a> {

@@ -4,16 +4,16 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::error::{Error, Result};
-use crate::generation::kv_cache::KvCache;
 use crate::loading::config::Config;
-use crate::model::activation::Activation;
 use crate::model::batching::Batch;
 use crate::model::embeddings::Embeddings;
 use crate::model::encoder::Encoder;
 use crate::model::layers::{DropoutRng, Linear};
 use crate::model::pass::Pass;
 use crate::model::rotary::{RotaryEmbedding, RotaryTables};
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
+use crate::runtime::kv_cache::KvCache;
 use crate::runtime::quantization::Quantization;
 
 /// The inputs of one forward pass, as transformers names them.

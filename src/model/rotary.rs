@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::Result;
-use crate::model::rope_scaling::{frequencies, sin_cos_table, Frequencies, RopeScaling};
+use crate::runtime::rope_scaling::{frequencies, sin_cos_table, Frequencies, RopeScaling};
 
 /// Cos and sin for positions `0..len`, each (len, head_dim / 2), in the model's dtype and device.
 #[derive(Debug, Clone)]

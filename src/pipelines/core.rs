@@ -14,8 +14,9 @@ use crate::model::task::TaskModel;
 use crate::runtime::workers::Workers;
 
 /// Model, tokenizer and config of one checkpoint, with the thread pool its work runs on: what
-/// every task pipeline ([`crate::TextClassifier`], [`crate::SentenceEncoder`], ...) is built on and
-/// derefs to, so `classifier.config()` or `encoder.tokenizer()` are these accessors.
+/// every task pipeline ([`crate::TextClassifier`], [`crate::SentenceEncoder`], ...) is built on.
+/// Each pipeline has the same accessors, `classifier.config()` or `encoder.tokenizer()`, and
+/// `pipeline()` to reach this one.
 #[derive(Debug)]
 pub struct Pipeline<M> {
     pub(super) model: M,
@@ -69,6 +70,47 @@ impl<M> Pipeline<M> {
         }
     }
 }
+
+/// The accessors every pipeline shares, as inherent methods of the pipeline type `$name`, whose
+/// `Pipeline<$model>` is at `self.$field` (a plain method each, rather than a `Deref` to the
+/// `Pipeline`, which the API guidelines keep for smart pointers).
+macro_rules! shared_accessors {
+    ($name:ty, $model:ty, $($field:ident).+) => {
+        impl $name {
+            /// The generic pipeline under this one, which holds the accessors below.
+            pub fn pipeline(&self) -> &$crate::pipelines::core::Pipeline<$model> {
+                &self.$($field).+
+            }
+
+            /// Inputs are truncated to this many tokens, special tokens included.
+            pub fn max_length(&self) -> usize {
+                self.pipeline().max_length()
+            }
+
+            /// The checkpoint's configuration: sizes, labels, problem type.
+            pub fn config(&self) -> &$crate::loading::config::Config {
+                self.pipeline().config()
+            }
+
+            /// The tokenizer, truncating to `max_length()`.
+            pub fn tokenizer(&self) -> &$crate::loading::tokenizer::Tokenizer {
+                self.pipeline().tokenizer()
+            }
+
+            /// The model: the task head, or the bare encoder.
+            pub fn model(&self) -> &$model {
+                self.pipeline().model()
+            }
+
+            /// The local folder the checkpoint was loaded from (a Hub id's cache snapshot), or the
+            /// name of an in-memory one.
+            pub fn path(&self) -> &std::path::Path {
+                self.pipeline().path()
+            }
+        }
+    };
+}
+pub(super) use shared_accessors;
 
 /// A token id past the embedding table would fail only at inference, on the first text that uses
 /// it, with an index error naming no file: refuse it at load.

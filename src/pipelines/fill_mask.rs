@@ -4,10 +4,11 @@ use std::path::Path;
 
 use candle_core::DType;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
 use crate::model::heads::RoFormerForMaskedLM;
+use crate::runtime::scores::{self, softmax};
 
 /// One candidate for a `[MASK]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,13 +62,9 @@ impl FillMask {
             for (b, e) in encodings.iter().enumerate() {
                 let mut masks = Vec::new();
                 for (pos, _) in e.input_ids.iter().enumerate().filter(|(_, &id)| id == mask_id) {
-                    let row = batch.token(&logits, b, pos)?.to_dtype(DType::F32)?;
-                    let probs = candle_nn::ops::softmax(&row, 0)?.to_vec1::<f32>()?;
-                    let mut ranked: Vec<(usize, f32)> = probs.into_iter().enumerate().collect();
-                    ranked.sort_by(|x, y| y.1.total_cmp(&x.1));
-                    let candidates = ranked
+                    let row = batch.token(&logits, b, pos)?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+                    let candidates = scores::top_k(&softmax(&row), top_k)
                         .into_iter()
-                        .take(top_k)
                         .map(|(id, score)| {
                             let token_id =
                                 u32::try_from(id).map_err(|_| Error::Input(format!("token id {id}")))?;
@@ -84,12 +81,4 @@ impl FillMask {
     }
 }
 
-impl std::ops::Deref for FillMask {
-    type Target = Pipeline<RoFormerForMaskedLM>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(FillMask, RoFormerForMaskedLM, pipeline);

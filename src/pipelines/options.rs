@@ -6,8 +6,8 @@ use candle_core::{DType, Device};
 
 use crate::error::{Error, Result};
 use crate::loading::hub::options::HubOptions;
-use crate::model::rope_scaling::RopeScaling;
 use crate::runtime::quantization::Quantization;
+use crate::runtime::rope_scaling::RopeScaling;
 
 /// Where and how a pipeline runs. Start from `PipelineOptions::default()` and chain `with_*`:
 ///

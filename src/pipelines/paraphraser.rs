@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use super::sentence_encoder::{cosine_similarity, SentenceEncoder};
 use crate::error::{Error, Result};
@@ -145,12 +145,4 @@ impl Paraphraser {
     }
 }
 
-impl std::ops::Deref for Paraphraser {
-    type Target = Pipeline<RoFormerForCausalLM>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(Paraphraser, RoFormerForCausalLM, pipeline);

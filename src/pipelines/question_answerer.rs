@@ -5,11 +5,12 @@ use std::path::Path;
 use candle_core::DType;
 use tokenizers::Encoding;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
 use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForQuestionAnswering;
+use crate::runtime::scores::softmax;
 
 /// What [`QuestionAnswerer::answer_with`] returns, with transformers' defaults. Start from
 /// `default()` and chain `with_*`:
@@ -221,10 +222,7 @@ fn answers<'a>(
         let probabilities = |column: usize| {
             let masked: Vec<f32> =
                 logits.iter().zip(&allowed).map(|(l, &ok)| if ok { l[column] } else { -10000.0 }).collect();
-            let m = masked.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let exp: Vec<f32> = masked.iter().map(|x| (x - m).exp()).collect();
-            let sum: f32 = exp.iter().sum();
-            exp.into_iter().map(|e| e / sum).collect::<Vec<f32>>()
+            softmax(&masked)
         };
         let (mut start, mut end) = (probabilities(0), probabilities(1));
         if options.handle_impossible_answer {
@@ -287,12 +285,4 @@ fn span_chars(encoding: &Encoding, s: usize, e: usize, align_to_words: bool) -> 
     }
 }
 
-impl std::ops::Deref for QuestionAnswerer {
-    type Target = Pipeline<RoFormerForQuestionAnswering>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(QuestionAnswerer, RoFormerForQuestionAnswering, pipeline);

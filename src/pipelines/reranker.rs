@@ -4,12 +4,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::core::Pipeline;
+use super::core::shared_accessors;
 use super::options::PipelineOptions;
 use super::text_classifier::TextClassifier;
 use crate::error::{Error, Result};
 use crate::loading::model_files::ModelFiles;
 use crate::model::heads::RoFormerForSequenceClassification;
+use crate::runtime::scores::{sigmoid, top_k};
 
 /// A cross-encoder: a sequence-classification checkpoint with one label, scoring how well a text
 /// answers a query. Pairs are encoded query first, as sentence-transformers' `CrossEncoder`
@@ -73,7 +74,7 @@ impl Reranker {
     /// says otherwise.
     pub fn predict<Q: AsRef<str>, T: AsRef<str>>(&self, pairs: &[(Q, T)]) -> Result<Vec<f32>> {
         let logits = self.predict_raw(pairs)?;
-        Ok(if self.sigmoid { logits.into_iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect() } else { logits })
+        Ok(if self.sigmoid { logits.into_iter().map(sigmoid).collect() } else { logits })
     }
 
     /// One logit per (query, text) pair, in input order.
@@ -104,15 +105,9 @@ fn pairs<'a, S: AsRef<str>>(query: &'a str, texts: &'a [S]) -> Vec<(&'a str, &'a
     texts.iter().map(|t| (query, t.as_ref())).collect()
 }
 
-/// Highest first; the sort is stable, so ties keep input order (NaN last).
+/// Highest first; ties keep input order (NaN last).
 fn ranked(scores: Vec<f32>) -> Vec<Ranked> {
-    let mut ranked: Vec<Ranked> =
-        scores.into_iter().enumerate().map(|(index, score)| Ranked { index, score }).collect();
-    ranked.sort_by(|a, b| match (a.score.is_nan(), b.score.is_nan()) {
-        (false, false) => b.score.total_cmp(&a.score),
-        (nan_a, nan_b) => nan_a.cmp(&nan_b),
-    });
-    ranked
+    top_k(&scores, scores.len()).into_iter().map(|(index, score)| Ranked { index, score }).collect()
 }
 
 /// Whether `CrossEncoder.predict` applies a sigmoid for this folder: its `activation_fn` in
@@ -142,15 +137,7 @@ fn sigmoid_by_default(files: &ModelFiles) -> Result<bool> {
     Ok(true)
 }
 
-impl std::ops::Deref for Reranker {
-    type Target = Pipeline<RoFormerForSequenceClassification>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.classifier.pipeline
-    }
-}
+shared_accessors!(Reranker, RoFormerForSequenceClassification, classifier.pipeline);
 
 #[cfg(test)]
 mod tests {

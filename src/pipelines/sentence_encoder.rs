@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Tensor};
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::{PipelineOptions, Pooling};
 use super::sentence_transformers::{self as st, Module, Normalize, SentenceTransformers};
 use super::text_classifier::TextClassifier;
@@ -359,12 +359,4 @@ pub fn cosine_similarity(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-impl std::ops::Deref for SentenceEncoder {
-    type Target = Pipeline<RoFormerModel>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(SentenceEncoder, RoFormerModel, pipeline);

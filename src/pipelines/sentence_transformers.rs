@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;
 use crate::loading::model_files::ModelFiles;
-use crate::model::activation::Activation;
 use crate::model::layers::Linear;
+use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
 /// What a sentence-transformers folder asks of the sentence encoder.
@@ -411,11 +411,11 @@ impl Pooling {
     }
 
     /// The [`crate::Pooling`] that names this pooling, as far as one does.
-    pub fn as_public(&self) -> crate::Pooling {
+    pub fn as_public(&self) -> crate::pipelines::options::Pooling {
         if self.modes == [Mode::Cls] {
-            crate::Pooling::Cls
+            crate::pipelines::options::Pooling::Cls
         } else {
-            crate::Pooling::Mean
+            crate::pipelines::options::Pooling::Mean
         }
     }
 }

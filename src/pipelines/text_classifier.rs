@@ -4,13 +4,14 @@ use std::path::Path;
 
 use candle_core::DType;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::Result;
 use crate::loading::config::{Config, ProblemType};
 use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForSequenceClassification;
+use crate::runtime::scores::{argmax, sigmoid, softmax};
 
 /// Sequence classification: single sentences or pairs; single-label, multi-label or regression,
 /// as the checkpoint's config says.
@@ -66,15 +67,12 @@ impl Classification {
             };
         }
         let scores: Vec<f32> = if problem == ProblemType::MultiLabelClassification {
-            logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect()
+            logits.iter().copied().map(sigmoid).collect()
         } else {
-            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
-            let sum: f32 = exp.iter().sum();
-            exp.iter().map(|e| e / sum).collect()
+            softmax(&logits)
         };
-        // total_cmp puts NaN last, so a NaN logit never wins silently over real numbers.
-        let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
+        // A NaN logit never wins silently over real numbers; ties go to the first label.
+        let best = argmax(&scores);
         Classification {
             label: config.label(best),
             label_id: best,
@@ -161,15 +159,7 @@ impl TextClassifier {
     }
 }
 
-impl std::ops::Deref for TextClassifier {
-    type Target = Pipeline<RoFormerForSequenceClassification>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(TextClassifier, RoFormerForSequenceClassification, pipeline);
 
 #[cfg(test)]
 mod tests {

@@ -6,11 +6,12 @@ use std::str::FromStr;
 use candle_core::DType;
 use tokenizers::Encoding;
 
-use super::core::Pipeline;
+use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
 use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForTokenClassification;
+use crate::runtime::scores::{argmax, softmax};
 
 /// How tokens become entities, as transformers' `aggregation_strategy` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -183,7 +184,10 @@ impl TokenClassifier {
             let rows = encodings
                 .iter()
                 .enumerate()
-                .map(|(b, e)| Ok(softmax_rows(batch.tokens(&logits, b, e.len())?.to_vec2::<f32>()?)))
+                .map(|(b, e)| {
+                    let rows = batch.tokens(&logits, b, e.len())?.to_vec2::<f32>()?;
+                    Ok(rows.iter().map(|row| softmax(row)).collect())
+                })
                 .collect::<Result<Vec<_>>>()?;
             Ok(rows)
         })?;
@@ -280,6 +284,7 @@ impl TokenClassifier {
             .map(|group| {
                 let scores: Vec<f32> = match strategy {
                     AggregationStrategy::Max => {
+                        let max = |xs: &[f32]| xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                         let best = group.iter().map(|t| max(&t.scores)).enumerate().fold(
                             (0, f32::NEG_INFINITY),
                             |best, (i, m)| if m > best.1 { (i, m) } else { best },
@@ -341,27 +346,6 @@ fn split_tag(label: String) -> (&'static str, String) {
     }
 }
 
-/// Softmax of each row, in f32 as the pipeline computes it.
-fn softmax_rows(rows: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
-    rows.into_iter()
-        .map(|row| {
-            let m = max(&row);
-            let exp: Vec<f32> = row.iter().map(|x| (x - m).exp()).collect();
-            let sum: f32 = exp.iter().sum();
-            exp.into_iter().map(|e| e / sum).collect()
-        })
-        .collect()
-}
-
-fn max(xs: &[f32]) -> f32 {
-    xs.iter().copied().fold(f32::NEG_INFINITY, f32::max)
-}
-
-/// The first index of the largest value, as numpy's `argmax`.
-fn argmax(xs: &[f32]) -> usize {
-    xs.iter().enumerate().fold(0, |best, (i, &x)| if x > xs[best] { i } else { best })
-}
-
 /// The mean of the values that are not NaN (NaN when all are), as numpy's `nanmean`.
 fn nanmean(xs: impl Iterator<Item = f32>) -> f32 {
     let (sum, n) = xs.filter(|x| !x.is_nan()).fold((0.0f64, 0usize), |(s, n), x| (s + f64::from(x), n + 1));
@@ -372,15 +356,7 @@ fn nanmean(xs: impl Iterator<Item = f32>) -> f32 {
     }
 }
 
-impl std::ops::Deref for TokenClassifier {
-    type Target = Pipeline<RoFormerForTokenClassification>;
-
-    /// The accessors every pipeline shares: `config()`, `tokenizer()`, `model()`, `path()`,
-    /// `max_length()`.
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+shared_accessors!(TokenClassifier, RoFormerForTokenClassification, pipeline);
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use super::gemm::{PackedF32, PackedI8};
 use super::{math, multiversion, tensor, View};
 use crate::error::{candle_bail, Result};
-use crate::model::activation::Activation;
+use crate::runtime::activation::Activation;
 
 /// A weight packed once for a kernel of ours.
 pub(crate) trait PackedWeight {

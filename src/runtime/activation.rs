@@ -83,7 +83,7 @@ impl From<Activation> for String {
 
 impl candle_core::Module for Activation {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        Activation::forward(*self, xs).map_err(crate::Error::into_candle)
+        Activation::forward(*self, xs).map_err(crate::error::Error::into_candle)
     }
 }
 
