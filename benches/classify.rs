@@ -1,5 +1,5 @@
 //! Sentences per second of the classifier pipeline (tokenize, batch, forward, softmax) on the bundled
-//! model, over the tokenizer corpus. `cargo bench --bench classify`; `scripts/bench_classify.py` is the peer.
+//! model, over the tokenizer corpus. `cargo bench --bench classify`; `scripts/bench/bench_classify.py` is the peer.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roformer::{PipelineOptions, TextClassifier};

@@ -1,4 +1,4 @@
-//! Generation speed for `scripts/bench_generate.py` (which runs junnyu's `generate` on the same
+//! Generation speed for `scripts/bench/bench_generate.py` (which runs junnyu's `generate` on the same
 //! checkpoint and source in the same run): `samples` continuations of up to `max_new` tokens of
 //! one source, top-p 0.95 and top-k 50 as the authors' recipe samples, no end token so every
 //! sample runs to the limit.

@@ -1,5 +1,5 @@
 //! Batch-1 latency of the classifier pipeline on inputs of exactly N tokens, for
-//! `scripts/bench_e2e.py` (which runs the Python peers on the same inputs in the same run).
+//! `scripts/bench/bench_e2e.py` (which runs the Python peers on the same inputs in the same run).
 //!
 //! `cargo bench --bench latency -- <model dir> <tokens>[,<tokens>...] [int8] [runs]` prints one
 //! line per length: `tokens=N median_ms=M p90_ms=P`.

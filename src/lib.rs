@@ -28,7 +28,7 @@
 //! - [`Error`] / [`Result`]: every failure names the file, tensor, field or line at fault.
 //!
 //! Inside, one folder per layer:
-//! - `pipelines/`: one file per task, over the shared `Pipeline` of `pipelines/mod.rs` (load,
+//! - `pipelines/`: one file per task, over the shared `Pipeline` of `pipelines/core.rs` (load,
 //!   tokenize, batch, run);
 //! - `generation/`: `causal_lm` ([`RoFormerForCausalLM`], [`GenerationMode`]), `generate` and its
 //!   sampling in `mod.rs`, filling the runtime's `kv_cache`;
@@ -46,6 +46,22 @@
 //!   [`Activation`], [`RopeScaling`], the `kv_cache`, and [`scores`] (softmax, sigmoid, argmax,
 //!   top-k);
 //! - `training` and `error` stay at the top.
+//!
+//! The guides are pages in the repository's `docs/` folder, one topic each (`docs/README.md` lists
+//! them), and stay out of the published package; their Rust code compiles as doctests:
+//! - `docs/pipelines.md`: every pipeline, sentence-transformers folders, entities and answers;
+//! - `docs/generation.md`: RoFormer-Sim similar sentences ([`RoFormerForCausalLM::generate`],
+//!   [`Paraphraser`]);
+//! - `docs/checkpoints.md` and `docs/model.md`: the checkpoint families that load, and the models
+//!   for Candle users;
+//! - `docs/hub.md`: the Hub cache shared with Python, [`HubOptions`], the Hub client;
+//! - `docs/errors.md`: what bad input gets;
+//! - `docs/long-inputs.md`: long inputs and RoPE scaling;
+//! - `docs/fine-tuning.md`: [`training::Trainer`];
+//! - `docs/serving.md` and `docs/browser.md`: the HTTP server and the WebAssembly build;
+//! - `docs/features.md`: the built-in model, CUDA and Metal;
+//! - `docs/testing.md`, `docs/speed.md`: tests and fixtures; speed and benchmarks;
+//! - `docs/upgrading.md`: moving code from an earlier checkout.
 
 #![warn(missing_docs)]
 // docs.rs marks the items that need a feature (`bundled-sst2`), from package.metadata.docs.rs.
@@ -89,3 +105,26 @@ pub use runtime::scores;
 #[cfg(all(doctest, feature = "bundled-sst2"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+// The docs/ pages' code blocks, compiled as doctests as the README's are. Only a doctest build reads
+// them: the published package carries no docs/ (scripts/checks/check_packages.sh holds the line).
+
+/// docs/pipelines.md's code blocks as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/pipelines.md")]
+struct PipelinesDoctests;
+
+/// docs/generation.md's code blocks as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/generation.md")]
+struct GenerationDoctests;
+
+/// docs/hub.md's code blocks as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/hub.md")]
+struct HubDoctests;
+
+/// docs/model.md's code blocks as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/model.md")]
+struct ModelDoctests;

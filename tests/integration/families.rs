@@ -1,5 +1,5 @@
 //! The families transformers' RoFormer does not cover as is, against references built by
-//! scripts/make_family_fixtures.py: RoFormer v2 (junnyu's code path), sim encoders as their
+//! scripts/fixtures/make_family_fixtures.py: RoFormer v2 (junnyu's code path), sim encoders as their
 //! authors run them, and RoPE scaling past max_position_embeddings.
 
 use candle_core::{DType, Device, Tensor};

@@ -1,6 +1,6 @@
 //! Property-based fuzzing of every reader of untrusted input: config.json, the safetensors header,
 //! the shard index, vocab.txt, tokenizer_config.json and the TSV reader. Each must return a
-//! value or an error, never panic. `cargo test` runs a few cases of each; `scripts/fuzz.sh` runs
+//! value or an error, never panic. `cargo test` runs a few cases of each; `scripts/checks/fuzz.sh` runs
 //! many (PROPTEST_CASES) and reports the counts.
 
 use std::path::PathBuf;

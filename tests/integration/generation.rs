@@ -1,5 +1,5 @@
 //! Generation against junnyu's own `generate` (sim checkpoints, UniLM) and a plain torch decoder
-//! (causal), from scripts/make_generation_fixtures.py; sampling and the paraphrase pipeline.
+//! (causal), from scripts/fixtures/make_generation_fixtures.py; sampling and the paraphrase pipeline.
 
 use candle_core::DType;
 use roformer::{

@@ -1,5 +1,5 @@
 //! Token classification and question answering against transformers' pipelines (5.23 for NER,
-//! 4.57.1 for QA) on the fixtures of scripts/make_ner_qa_fixtures.py: texts and offsets equal,
+//! 4.57.1 for QA) on the fixtures of scripts/fixtures/make_ner_qa_fixtures.py: texts and offsets equal,
 //! scores within 1e-4.
 
 use roformer::{

@@ -1,5 +1,5 @@
 //! sentence-transformers folders and cross-encoders, against what sentence-transformers 6 gives for
-//! the fixtures of scripts/make_st_fixtures.py.
+//! the fixtures of scripts/fixtures/make_st_fixtures.py.
 
 use roformer::{Error, PipelineOptions, Pooling, Prompt, Reranker, SentenceEncoder};
 use serde_json::Value;

@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Tensor};
 
 /// The device the model and pipeline tests run on, read once from `ROFORMER_TEST_DEVICE`: `cpu` (the
 /// default), `cuda` or `cuda:N`, `metal` or `metal:N`. The same tests run on the CPU in CI and on a GPU
-/// by scripts/gpu_check.sh; a build without the device's feature fails here, by name.
+/// by scripts/checks/gpu_check.sh; a build without the device's feature fails here, by name.
 pub fn device() -> &'static Device {
     static DEVICE: OnceLock<Device> = OnceLock::new();
     DEVICE.get_or_init(|| {
@@ -51,7 +51,7 @@ pub fn cpu_only(what: &str) -> bool {
 }
 
 /// The source tree the fixtures are read from: `ROFORMER_SOURCE_DIR` at run time (a test binary carried
-/// to another machine, as scripts/gpu_check.sh runs it), else the tree it was built from.
+/// to another machine, as scripts/checks/gpu_check.sh runs it), else the tree it was built from.
 pub fn source_dir() -> PathBuf {
     match std::env::var_os("ROFORMER_SOURCE_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -60,7 +60,7 @@ pub fn source_dir() -> PathBuf {
 }
 
 /// The words of `ROFORMER_TEST_RUNNER` (for example `qemu-aarch64 -L /usr/aarch64-linux-gnu`, which
-/// `scripts/check_aarch64.sh` sets), which go before every program the tests start, so that those
+/// `scripts/checks/check_aarch64.sh` sets), which go before every program the tests start, so that those
 /// tests also run where the binaries are another CPU's; none when it is unset.
 pub fn runner() -> Vec<String> {
     std::env::var("ROFORMER_TEST_RUNNER").unwrap_or_default().split_whitespace().map(String::from).collect()

@@ -223,7 +223,7 @@ fn a_saved_model_loads_with_the_same_logits() {
 
 #[test]
 fn transformers_loads_a_model_saved_by_finetune() {
-    // scripts/make_finetune_fixture.sh: `finetune` saved tests/fixtures/finetune/model, and
+    // scripts/fixtures/make_finetune_fixture.sh: `finetune` saved tests/fixtures/finetune/model, and
     // transformers loaded that folder and wrote its logits.
     let folder = crate::support::fixture("finetune");
     let want: serde_json::Value =

@@ -1,5 +1,5 @@
 //! RoFormer in the browser: [`SentenceEncoder`] and [`TextClassifier`] for JavaScript, built by
-//! `scripts/build_wasm.sh` into an ES module (`target/wasm-pkg/roformer_wasm.js`).
+//! `scripts/build/build_wasm.sh` into an ES module (`target/wasm-pkg/roformer_wasm.js`).
 //!
 //! A model comes from a plain object of its folder's files (`fromFiles`), or from a base URL
 //! (`fromUrl`), and is read exactly as the crate reads the folder on disk. Every failure is a

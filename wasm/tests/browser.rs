@@ -3,7 +3,7 @@
 //! 127.0.0.1 serves the page, the package, the fixtures and the test plan, and takes the page's
 //! results by POST.
 //!
-//! It needs Debian's `chromium` (or `CHROMIUM=path`) and the package that scripts/build_wasm.sh
+//! It needs Debian's `chromium` (or `CHROMIUM=path`) and the package that scripts/build/build_wasm.sh
 //! builds into target/wasm-pkg; `.ci/run` installs both, then runs
 //! `cargo test --release -p roformer-wasm --test browser -- --ignored`.
 
@@ -461,7 +461,7 @@ fn verdict(expect: &Expect, result: &Value) -> Result<String, String> {
 }
 
 #[test]
-#[ignore = "needs Chromium and target/wasm-pkg (scripts/build_wasm.sh); .ci/run runs it"]
+#[ignore = "needs Chromium and target/wasm-pkg (scripts/build/build_wasm.sh); .ci/run runs it"]
 fn the_page_matches_the_native_crate() {
     // The browser's int8 kernel takes weights up to ±127, as the native portable level does
     // (the AVX2 one takes ±63): the native side runs at that level, read once, before any load.
@@ -469,7 +469,7 @@ fn the_page_matches_the_native_crate() {
     let package = package_dir();
     assert!(
         package.join("roformer_wasm_bg.wasm").is_file(),
-        "no package in {}: run scripts/build_wasm.sh first",
+        "no package in {}: run scripts/build/build_wasm.sh first",
         package.display()
     );
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "chromium".into());

@@ -1,7 +1,7 @@
 // One benchmark configuration per page load (see bench.html): load the model (timed, cold: wasm compile, model
 // fetch and session/model construction included), one warm-up over the first `warmup` batches, then `runs` timed
 // passes over all dev sentences in batches of `batch`, in the order of /data/sst2-dev.json (sorted by length, like
-// scripts/bench_e2e.py). `check=1` instead classifies /data/reference.json's sentences for a parity check.
+// scripts/bench/bench_e2e.py). `check=1` instead classifies /data/reference.json's sentences for a parity check.
 const q = new URLSearchParams(location.search);
 const system = q.get('system') ?? 'tjs';
 const model = q.get('model') ?? 'small';

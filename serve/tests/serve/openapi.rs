@@ -1,4 +1,4 @@
-//! The OpenAPI document against the server, without schemathesis (scripts/check_openapi.sh runs
+//! The OpenAPI document against the server, without schemathesis (scripts/checks/check_openapi.sh runs
 //! schemathesis itself): every route in it and nothing else, TEI's error body for every error
 //! status, and requests the server refuses or answers get a status the document lists and a
 //! body its schema accepts.

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the browser package: roformer-wasm for wasm32-unknown-unknown (simd128, from
+# .cargo/config.toml), then wasm-bindgen --target web into target/wasm-pkg/:
+# roformer_wasm.js (an ES module), roformer_wasm_bg.wasm and the TypeScript types.
+#
+# Usage: bash scripts/build/build_wasm.sh
+# It installs what is missing: the Rust target (rustup), clang (jieba's dictionary is
+# zstd-compressed, and zstd's C code is compiled for the target), and wasm-bindgen-cli at the
+# version Cargo.lock pins for wasm-bindgen, which must match it exactly.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+OUT=$TARGET_DIR/wasm-pkg
+
+rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+if ! command -v clang >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq clang llvm >/dev/null
+    else
+        echo "build_wasm.sh: clang is needed (zstd, under jieba, is C): install clang and llvm" >&2
+        exit 1
+    fi
+fi
+version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$version" ]; then
+    # Not --locked: the CLI's lock file can name versions a registry mirror does not hold yet.
+    cargo install wasm-bindgen-cli --version "$version"
+fi
+
+cargo build -p roformer-wasm --target wasm32-unknown-unknown --profile wasm-release
+rm -rf "$OUT"
+wasm-bindgen --target web --out-dir "$OUT" "$TARGET_DIR/wasm32-unknown-unknown/wasm-release/roformer_wasm.wasm"
+wasm=$OUT/roformer_wasm_bg.wasm
+echo "built $OUT: $(wc -c < "$wasm") bytes of .wasm, $(gzip -9 -c "$wasm" | wc -c) gzipped (wasm-bindgen $version)"
