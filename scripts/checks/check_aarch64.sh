@@ -4,7 +4,7 @@
 # `max` (NEON, dotprod, i8mm: every aarch64 level, which the levels test runs one by one),
 # `cortex-a76` (dotprod without i8mm) or `cortex-a72` (NEON alone), so that the crate's own
 # feature detection is what picks the level. Emulated timings mean nothing: correctness only.
-# Usage: scripts/check_aarch64.sh [--cpu MODEL] [--installs] [test binary arguments: a filter, --skip NAME]
+# Usage: scripts/checks/check_aarch64.sh [--cpu MODEL] [--installs] [test binary arguments: a filter, --skip NAME]
 #   --installs  first install what it needs (rustup target aarch64-unknown-linux-gnu; Debian's
 #               gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user).
 set -euo pipefail
