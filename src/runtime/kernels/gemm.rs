@@ -438,7 +438,16 @@ impl PackedI8 {
             .zip(row_scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
             .zip(&plan.tiles)
             .for_each(|((dst, (scales, zps)), &(row, rows))| {
-                super::tile_int8::quantize_rows(&a[row * k..], k, rows, stride, kernel.layout, dst, scales, zps)
+                super::tile_int8::quantize_rows(
+                    &a[row * k..],
+                    k,
+                    rows,
+                    stride,
+                    kernel.layout,
+                    dst,
+                    scales,
+                    zps,
+                )
             });
         let out = SendPtr(out);
         plan.run(|tiles, panels| {

@@ -263,7 +263,8 @@ mod neon {
         let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
         // SAFETY (every access below): `start` holds NR floats and `a`, `b` `depth` steps of MR
         // and NR floats (checked by `tile`); NEON loads and stores take any alignment.
-        let start: [float32x4_t; 3] = std::array::from_fn(|w| unsafe { vld1q_f32(t.start.as_ptr().add(4 * w)) });
+        let start: [float32x4_t; 3] =
+            std::array::from_fn(|w| unsafe { vld1q_f32(t.start.as_ptr().add(4 * w)) });
         let mut acc = [start; R];
         if t.accumulate {
             for (r, acc) in acc.iter_mut().enumerate() {
@@ -277,8 +278,10 @@ mod neon {
             }
         }
         for kk in 0..t.depth {
-            let weights: [float32x4_t; 3] = std::array::from_fn(|w| unsafe { vld1q_f32(b.add(kk * NR + 4 * w)) });
-            let line: [float32x4_t; 2] = std::array::from_fn(|h| unsafe { vld1q_f32(a.add(kk * MR + 4 * h)) });
+            let weights: [float32x4_t; 3] =
+                std::array::from_fn(|w| unsafe { vld1q_f32(b.add(kk * NR + 4 * w)) });
+            let line: [float32x4_t; 2] =
+                std::array::from_fn(|h| unsafe { vld1q_f32(a.add(kk * MR + 4 * h)) });
             for (r, acc) in acc.iter_mut().enumerate() {
                 for (acc, &w) in acc.iter_mut().zip(&weights) {
                     *acc = fma_lane(*acc, w, line, r);

@@ -79,7 +79,10 @@ impl I8Tile<'_> {
 pub(crate) enum StepLayout {
     /// Steps of 4 k, column by column, each column's 4 k's together: the operand of `vpdpbusd`,
     /// `vpmaddubsw` and `sdot` (not the portable kernel's).
-    #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "wasm32", target_arch = "aarch64")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "wasm32", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
     Quads,
     /// Steps of 4 k, k by k, each k's `nr` columns together: the operand of widening multiplies
     /// along columns.
@@ -178,8 +181,14 @@ static NEON_DOTPROD: I8Kernel = I8Kernel {
     tile: neon_dotprod::tile,
 };
 #[cfg(target_arch = "aarch64")]
-static NEON_I8MM: I8Kernel =
-    I8Kernel { mr: 8, nr: 8, a_stride: 8, weight_max: 127.0, layout: StepLayout::Pairs, tile: neon_i8mm::tile };
+static NEON_I8MM: I8Kernel = I8Kernel {
+    mr: 8,
+    nr: 8,
+    a_stride: 8,
+    weight_max: 127.0,
+    layout: StepLayout::Pairs,
+    tile: neon_i8mm::tile,
+};
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 static SIMD128: I8Kernel =
@@ -218,6 +227,7 @@ fn scale_and_zero_point(lo: f32, hi: f32) -> (f32, f32) {
 }
 
 super::multiversion! {
+    #[allow(clippy::too_many_arguments)]
     /// Quantizes `rows` rows of `a` (row stride `k`) to u8 with a scale and zero point per row,
     /// and lays them out for the microkernels: `dst[layout.input_index(a_stride, step, r)]`
     /// holds row r's bytes for k = 4·step..4·step + 4. The range always includes 0, so zero
@@ -546,7 +556,7 @@ mod neon_i8mm {
     /// writes.
     pub(super) unsafe fn tile(t: &I8Tile) {
         t.check(MR, NR, MR);
-        assert!(t.steps % 2 == 0, "int8 tile: {} steps of 4 k for 8-k steps", t.steps);
+        assert!(t.steps.is_multiple_of(2), "int8 tile: {} steps of 4 k for 8-k steps", t.steps);
         // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
         unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8) }
     }
