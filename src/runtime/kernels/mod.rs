@@ -228,7 +228,9 @@ pub(crate) fn level() -> Level {
 }
 
 /// Defines `$name` three times, compiled for AVX-512, for AVX2 + FMA and portably, and calls the
-/// one this CPU runs. The body is plain Rust that the compiler vectorises for each target.
+/// one this CPU runs. The body is plain Rust that the compiler vectorises for each target. On
+/// aarch64 the portable copy is the NEON one already (NEON is in the aarch64 baseline), and no
+/// elementwise kernel has work for dotprod or i8mm, so one copy serves every aarch64 level.
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
