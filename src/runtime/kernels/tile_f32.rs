@@ -41,6 +41,29 @@ impl F32Tile<'_> {
             "f32 tile: operands do not fit the kernel"
         );
     }
+
+    /// Row `r` of `c`, zero past `cols`: what a kernel without masked loads starts from.
+    ///
+    /// # Safety
+    /// Row r of `c` is valid for `cols` reads.
+    unsafe fn padded_row<const N: usize>(&self, r: usize) -> [f32; N] {
+        let mut row = [0f32; N];
+        // SAFETY: as the caller promises.
+        row[..self.cols].copy_from_slice(unsafe {
+            std::slice::from_raw_parts(self.c.wrapping_add(r * self.ldc), self.cols)
+        });
+        row
+    }
+
+    /// Writes the first `cols` of `row` to row `r` of `c`: how a kernel without masked stores ends.
+    ///
+    /// # Safety
+    /// Row r of `c` is valid for `cols` writes, and no one else touches them during the call.
+    unsafe fn write_row(&self, r: usize, row: &[f32]) {
+        // SAFETY: as the caller promises.
+        unsafe { std::slice::from_raw_parts_mut(self.c.wrapping_add(r * self.ldc), self.cols) }
+            .copy_from_slice(&row[..self.cols]);
+    }
 }
 
 /// One instruction set's f32 microkernel and its tile shape.
@@ -268,12 +291,8 @@ mod neon {
         let mut acc = [start; R];
         if t.accumulate {
             for (r, acc) in acc.iter_mut().enumerate() {
-                // A partial row goes through a zeroed buffer: NEON has no masked loads.
-                let mut row = [0f32; NR];
                 // SAFETY: row r of `c` holds `cols` floats, as the caller promises.
-                row[..t.cols].copy_from_slice(unsafe {
-                    std::slice::from_raw_parts(t.c.wrapping_add(r * t.ldc), t.cols)
-                });
+                let row: [f32; NR] = unsafe { t.padded_row(r) };
                 *acc = std::array::from_fn(|w| unsafe { vld1q_f32(row.as_ptr().add(4 * w)) });
             }
         }
@@ -301,7 +320,7 @@ mod neon {
                     for (w, &v) in acc.iter().enumerate() {
                         vst1q_f32(out.as_mut_ptr().add(4 * w), v);
                     }
-                    std::slice::from_raw_parts_mut(row, t.cols).copy_from_slice(&out[..t.cols]);
+                    t.write_row(r, &out);
                 }
             }
         }
@@ -339,12 +358,8 @@ mod simd128 {
         let mut acc = [start; R];
         if t.accumulate {
             for (r, acc) in acc.iter_mut().enumerate() {
-                // A partial row goes through a zeroed buffer: WebAssembly has no masked loads.
-                let mut row = [0f32; NR];
                 // SAFETY: row r of `c` holds `cols` floats, as the caller promises.
-                row[..t.cols].copy_from_slice(unsafe {
-                    std::slice::from_raw_parts(t.c.wrapping_add(r * t.ldc), t.cols)
-                });
+                let row: [f32; NR] = unsafe { t.padded_row(r) };
                 *acc = std::array::from_fn(|w| unsafe { v128_load(row.as_ptr().add(4 * w).cast()) });
             }
         }
@@ -366,8 +381,7 @@ mod simd128 {
                 for (w, &v) in acc.iter().enumerate() {
                     v128_store(out.as_mut_ptr().add(4 * w).cast(), v);
                 }
-                std::slice::from_raw_parts_mut(t.c.wrapping_add(r * t.ldc), t.cols)
-                    .copy_from_slice(&out[..t.cols]);
+                t.write_row(r, &out);
             }
         }
     }
@@ -387,8 +401,7 @@ mod portable {
         for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
             if t.accumulate {
                 // SAFETY: row r of `c` holds `cols` floats, as the caller promises.
-                let c = unsafe { std::slice::from_raw_parts(t.c.wrapping_add(r * t.ldc), t.cols) };
-                row[..t.cols].copy_from_slice(c);
+                *row = unsafe { t.padded_row(r) };
             } else {
                 row.copy_from_slice(&t.start[..NR]);
             }
@@ -402,8 +415,7 @@ mod portable {
         }
         for (r, row) in acc.iter().enumerate().take(t.rows) {
             // SAFETY: as above, and no one else touches these floats during the call.
-            let c = unsafe { std::slice::from_raw_parts_mut(t.c.wrapping_add(r * t.ldc), t.cols) };
-            c.copy_from_slice(&row[..t.cols]);
+            unsafe { t.write_row(r, row) };
         }
     }
 }
