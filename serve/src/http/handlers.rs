@@ -101,9 +101,6 @@ pub async fn predict(
         .validation
         .check_options(App::truncate_left(request.truncation_direction), None)
         .map_err(|e| app.fail(e))?;
-    if app.infer.kind == Kind::Embedding {
-        return Err(app.fail(InferError::ModelType("Model is not a classifier model".into())));
-    }
     let top_k = request.parameters.and_then(|p| p.top_k).map(|k| k.0);
     if top_k == Some(0) {
         return Err(
@@ -183,9 +180,6 @@ pub async fn rerank(
     let Json(request) = body.map_err(|e| app.rejected(e))?;
     if request.texts.is_empty() {
         return Err(app.fail(InferError::Empty("`texts` cannot be empty".into())));
-    }
-    if app.infer.kind != Kind::Reranker {
-        return Err(app.fail(InferError::ModelType("model is not a re-ranker model".into())));
     }
     app.infer
         .validation

@@ -212,6 +212,20 @@ fn the_document_lists_every_route_and_every_error_body() {
     assert_eq!(documented(&server, &doc, "/v1/embeddings", &five, "application/json"), 413);
     let rerank = json!({"query": "a", "texts": ["b"]}).to_string();
     assert_eq!(documented(&server, &doc, "/rerank", &rerank, "application/json"), 424);
+    // A body the document refuses gets 422 before the 424 of a route the model does not serve.
+    for body in [
+        json!({"query": "a", "texts": [""]}),
+        json!({"query": "", "texts": ["b"]}),
+        json!({"query": "a", "texts": []}),
+        json!({"query": "a", "texts": ["b"], "truncation_direction": "left"}),
+    ] {
+        assert!(!fits(&doc, request_schema(&doc, "/rerank"), &body), "{body}");
+        assert_eq!(
+            documented(&server, &doc, "/rerank", &body.to_string(), "application/json"),
+            422,
+            "{body}"
+        );
+    }
     // POST / is the model's own route.
     assert_eq!(request_schema(&doc, "/"), predict);
     assert_eq!(documented(&server, &doc, "/", r#"{"inputs": "a"}"#, "application/json"), 200);
@@ -233,4 +247,19 @@ fn the_document_names_the_prompts_it_serves() {
         assert_eq!(status == 200, ok, "/embed {body}: {status}");
     }
     assert_eq!(request_schema(&doc, "/"), embed);
+    // /predict on an embedding model: 424 for a body the document allows, 422 before it otherwise.
+    for (body, status) in [
+        (json!({"inputs": "a"}), 424),
+        (json!({"inputs": ""}), 422),
+        (json!({"inputs": ["a", ""]}), 422),
+        (json!({"inputs": "a", "parameters": {"top_k": 0}}), 422),
+        (json!({"inputs": "a", "truncation_direction": "left"}), 422),
+    ] {
+        assert_eq!(fits(&doc, request_schema(&doc, "/predict"), &body), status == 424, "{body}");
+        assert_eq!(
+            documented(&st, &doc, "/predict", &body.to_string(), "application/json"),
+            status,
+            "{body}"
+        );
+    }
 }
