@@ -37,11 +37,17 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
 }
 
 /// Whether `value` fits `schema`, for the keywords the document uses: type, enum, required,
-/// properties, items, oneOf, minItems, maxItems, minLength, minimum, maximum.
+/// properties, items, oneOf, allOf, anyOf, minItems, maxItems, minLength, minimum, maximum.
 fn fits(doc: &Value, schema: &Value, value: &Value) -> bool {
     let schema = resolve(doc, schema);
     if let Some(one_of) = schema.get("oneOf").and_then(Value::as_array) {
         return one_of.iter().filter(|s| fits(doc, s, value)).count() == 1;
+    }
+    if let Some(all_of) = schema.get("allOf").and_then(Value::as_array) {
+        return all_of.iter().all(|s| fits(doc, s, value));
+    }
+    if let Some(any_of) = schema.get("anyOf").and_then(Value::as_array) {
+        return any_of.iter().any(|s| fits(doc, s, value));
     }
     if let Some(types) = schema.get("type") {
         let types: Vec<&str> = match types {
@@ -240,6 +246,11 @@ fn the_document_names_the_prompts_it_serves() {
         (json!({"inputs": "a", "prompt_name": "query"}), true),
         (json!({"inputs": "a", "prompt_name": null}), true),
         (json!({"inputs": "a", "prompt_name": "nope"}), false),
+        // A prompt goes before text, not token ids; the empty prompt too.
+        (json!({"inputs": [1, 2], "prompt_name": "query"}), false),
+        (json!({"inputs": [[1, 2], "a"], "prompt_name": "empty"}), false),
+        (json!({"inputs": ["a", "b"], "prompt_name": "empty"}), true),
+        (json!({"inputs": [1, 2], "prompt_name": null}), true),
         (json!({"inputs": "a", "dimensions": 1}), true),
     ] {
         assert_eq!(fits(&doc, embed, &body), ok, "{body}");
