@@ -1,11 +1,13 @@
-//! Load on roformer-serve: single-sentence /predict requests from 1, 8 and 32 client threads,
+//! Load on roformer-serve: single-sentence /predict requests (or another route's, `SERVE_ROUTE`) from 1, 8 and 32 client threads,
 //! with dynamic batching on and off (`--max-batch-requests 1`); throughput, p50 and p99 latency, and the
 //! mean number of inputs per batch the server ran.
 //!
 //! `cargo bench -p roformer-serve --bench serve_load` (cargo builds the server first)
 //!
 //! Environment: `SERVE_MODEL` (default models/roformer-sst2), `SERVE_SECONDS` per cell (5),
-//! `SERVE_FLAGS` (more server flags), `SST2_DEV` (GLUE SST-2 dev.tsv; default ../shared/data/glue/SST-2/dev.tsv, else built-in sentences).
+//! `SERVE_FLAGS` (more server flags), `SST2_DEV` (GLUE SST-2 dev.tsv; default ../shared/data/glue/SST-2/dev.tsv, else built-in sentences),
+//! `SERVE_ROUTE`: `predict` (the default), `embed`, `embed_all`, or `rerank` (a query and 4 texts; a
+//! cross-encoder's route), and `SERVE_PROMPT`, a prompt name for `embed`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -39,7 +41,8 @@ fn main() {
         std::env::var("SERVE_FLAGS").unwrap_or_default().split_whitespace().map(String::from).collect();
     let seconds: f64 = std::env::var("SERVE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5.0);
     let sentences = Arc::new(sentences(&root));
-    println!("model {model}, {} sentences, {seconds} s per cell\n", sentences.len());
+    let route = Route::from_env();
+    println!("model {model}, {} sentences, {seconds} s per cell, POST /{}\n", sentences.len(), route.path);
     println!("| dynamic batching | clients | requests | req/s | p50 ms | p99 ms | mean batch |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for (label, flags) in
@@ -48,10 +51,10 @@ fn main() {
         let flags: Vec<&str> = flags.iter().copied().chain(extra.iter().map(String::as_str)).collect();
         let (mut child, base) = start(&server_exe, &model, &flags);
         let mut throughput = Vec::new();
-        run(&base, &sentences, 4, 1.0); // warm-up
+        run(&base, &route, &sentences, 4, 1.0); // warm-up
         for clients in [1, 8, 32] {
             let before = batches(&base);
-            let (n, rate, p50, p99) = run(&base, &sentences, clients, seconds);
+            let (n, rate, p50, p99) = run(&base, &route, &sentences, clients, seconds);
             let after = batches(&base);
             let mean_batch = (after.0 - before.0) / (after.1 - before.1).max(1.0);
             throughput.push(rate);
@@ -63,6 +66,37 @@ fn main() {
         );
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         let _ = child.wait();
+    }
+}
+
+/// The route the clients post to, and what each request holds.
+#[derive(Clone)]
+struct Route {
+    path: String,
+    prompt: Option<String>,
+}
+
+impl Route {
+    fn from_env() -> Self {
+        let path = std::env::var("SERVE_ROUTE").unwrap_or_else(|_| "predict".into());
+        assert!(
+            ["predict", "embed", "embed_all", "rerank"].contains(&path.as_str()),
+            "SERVE_ROUTE={path}: expected predict, embed, embed_all or rerank"
+        );
+        Self { path, prompt: std::env::var("SERVE_PROMPT").ok() }
+    }
+
+    /// The body of request `i`: sentence `i` (the query of /rerank, before the next 4 as texts).
+    fn body(&self, sentences: &[String], i: usize) -> String {
+        let sentence = |k: usize| sentences[(i + k) % sentences.len()].as_str();
+        let body = match self.path.as_str() {
+            "rerank" => {
+                serde_json::json!({"query": sentence(0), "texts": (1..5).map(sentence).collect::<Vec<_>>()})
+            }
+            "embed" => serde_json::json!({"inputs": sentence(0), "prompt_name": self.prompt}),
+            _ => serde_json::json!({"inputs": sentence(0)}),
+        };
+        body.to_string()
     }
 }
 
@@ -108,18 +142,25 @@ fn start(exe: &std::path::Path, model: &str, flags: &[&str]) -> (Child, String) 
 
 /// `clients` threads send requests back to back for `seconds`; returns the count, requests per
 /// second, and p50 / p99 latency in ms.
-fn run(base: &str, sentences: &Arc<Vec<String>>, clients: usize, seconds: f64) -> (usize, f64, f64, f64) {
+fn run(
+    base: &str,
+    route: &Route,
+    sentences: &Arc<Vec<String>>,
+    clients: usize,
+    seconds: f64,
+) -> (usize, f64, f64, f64) {
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let start = Instant::now();
     let threads: Vec<_> = (0..clients)
         .map(|c| {
-            let (url, sentences) = (format!("{base}/predict"), sentences.clone());
+            let (url, sentences, route) =
+                (format!("{base}/{}", route.path), sentences.clone(), route.clone());
             std::thread::spawn(move || {
                 let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
                 let mut latencies = Vec::new();
                 let mut i = c * 7919;
                 while Instant::now() < deadline {
-                    let body = serde_json::json!({"inputs": sentences[i % sentences.len()]}).to_string();
+                    let body = route.body(&sentences, i);
                     let t = Instant::now();
                     let mut response =
                         agent.post(&url).header("content-type", "application/json").send(&body).unwrap();

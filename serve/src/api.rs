@@ -3,14 +3,18 @@
 //! model or the flags (batch sizes, the vocabulary, prompt names, the embedding size), the
 //! schema reads it from [`set_limits`], called once at startup.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
-use utoipa::openapi::RefOr;
-use utoipa::{PartialSchema, ToSchema};
+use utoipa::openapi::schema::{
+    AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
+};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{IntoResponses, PartialSchema, ToSchema};
 
 use crate::infer::validation::Item;
 
@@ -201,6 +205,48 @@ pub struct OpenAiErrorResponse {
     pub error_type: ErrorType,
 }
 
+/// The error statuses of every POST route, each with TEI's error body (`E`: [`ErrorResponse`],
+/// or [`OpenAiErrorResponse`] on the OpenAI routes); 401 has no body. Listed in each route's
+/// `responses` of `#[utoipa::path]`.
+pub struct Errors<E = ErrorResponse>(std::marker::PhantomData<E>);
+
+/// [`Errors`] in the OpenAI routes' error body.
+pub type OpenAiErrors = Errors<OpenAiErrorResponse>;
+
+const ERRORS: [(u16, &str); 9] = [
+    (400, "The body is not JSON"),
+    (401, "`--api-key` is set and the request does not carry it"),
+    (408, "The body did not arrive within `--body-read-timeout`"),
+    (413, "The body is over `--payload-limit`, or the batch over `--max-client-batch-size`"),
+    (415, "The body is not `application/json`"),
+    (422, "The body does not fit the schema, or an input is refused (empty, too long without truncation)"),
+    (
+        424,
+        "The model does not serve this route (/predict without a classifier, /rerank without a cross-encoder); \
+         a body that does not fit the schema gets 422 first",
+    ),
+    (429, "Every permit of `--max-concurrent-requests` is taken"),
+    (500, "The forward pass failed"),
+];
+
+impl<E: ToSchema> IntoResponses for Errors<E> {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        ERRORS
+            .iter()
+            .map(|&(status, description)| {
+                let response = ResponseBuilder::new().description(description);
+                let response = if status == 401 {
+                    response
+                } else {
+                    let schema = RefOr::Ref(Ref::from_schema_name(E::name()));
+                    response.content("application/json", ContentBuilder::new().schema(Some(schema)).build())
+                };
+                (status.to_string(), response.build().into())
+            })
+            .collect()
+    }
+}
+
 /// `"text"`, `[ids]`, or a batch of either; tried in this order, so `[]` is one empty input.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -228,6 +274,63 @@ impl PartialSchema for TextInput {
 }
 
 impl ToSchema for TextInput {}
+
+/// The schema of a request body whose `prompt_name` goes before text: the fields of `T`, and
+/// either no prompt name (absent or null) or text in `inputs` (no token ids). JSON Schema's
+/// allOf and anyOf state it, for the document to refuse what the server refuses.
+fn prompted<T: ToSchema>(inputs: &str) -> RefOr<Schema> {
+    let no_prompt =
+        ObjectBuilder::new().property("prompt_name", ObjectBuilder::new().schema_type(Type::Null));
+    let text = ObjectBuilder::new().property(inputs, RefOr::Ref(Ref::from_schema_name(TextInput::name())));
+    let either = AnyOfBuilder::new().item(no_prompt).item(text);
+    AllOfBuilder::new().item(RefOr::Ref(Ref::from_schema_name(T::name()))).item(either).into()
+}
+
+/// The schemas a [`prompted`] body refers to: the fields of `T` (and theirs), and [`TextInput`].
+fn prompted_schemas<T: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+    schemas.push((T::name().into_owned(), T::schema()));
+    T::schemas(schemas);
+    schemas.push((TextInput::name().into_owned(), TextInput::schema()));
+}
+
+/// The body of /embed (and of POST / on an embedding model): [`EmbedRequest`]'s fields, text
+/// only when a prompt is named.
+pub struct EmbedBody;
+
+impl PartialSchema for EmbedBody {
+    fn schema() -> RefOr<Schema> {
+        prompted::<EmbedRequest>("inputs")
+    }
+}
+
+impl ToSchema for EmbedBody {
+    fn name() -> Cow<'static, str> {
+        "EmbedRequest".into()
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        prompted_schemas::<EmbedRequest>(schemas);
+    }
+}
+
+/// The body of /v1/embeddings: [`OpenAiRequest`]'s fields, text only when a prompt is named.
+pub struct OpenAiBody;
+
+impl PartialSchema for OpenAiBody {
+    fn schema() -> RefOr<Schema> {
+        prompted::<OpenAiRequest>("input")
+    }
+}
+
+impl ToSchema for OpenAiBody {
+    fn name() -> Cow<'static, str> {
+        "OpenAiRequest".into()
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        prompted_schemas::<OpenAiRequest>(schemas);
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -258,7 +361,9 @@ pub enum TruncationDirection {
     Right,
 }
 
+/// /embed's fields; the body's schema is [`EmbedBody`]'s.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = EmbedRequestFields)]
 pub struct EmbedRequest {
     pub inputs: Input,
     #[serde(default)]
@@ -457,7 +562,9 @@ pub struct EmbedAllRequest {
     pub prompt_name: Option<String>,
 }
 
+/// /v1/embeddings' fields; the body's schema is [`OpenAiBody`]'s.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = OpenAiRequestFields)]
 pub struct OpenAiRequest {
     pub input: Input,
     /// Ignored, as TEI does: the server has one model.

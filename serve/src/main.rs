@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use roformer::{Config, Pooling, Reranker, SentenceEncoder, TextClassifier, Truncation};
+use roformer::{Config, Pooling, Prompt, Reranker, SentenceEncoder, TextClassifier, Truncation};
 
 use roformer_cli as common;
 
@@ -202,6 +202,11 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
     // One encoder serves every prompt of a sentence-transformers folder: a request's prompt name
     // is passed per call (one copy of the weights).
     let prompt_names: Vec<String> = encoder.prompt_names().into_iter().map(str::to_string).collect();
+    // Their texts: the server tokenizes a prompted input once, prompt and text together.
+    let prompts = prompt_names
+        .iter()
+        .map(|name| encoder.prompt_text(Prompt::Named(name)))
+        .collect::<roformer::Result<Vec<String>>>()?;
     let backend = Backend { encoder, prompt_names: prompt_names.clone(), head };
     // As TEI: an input must fit in one batch, so the max input length is capped by the budget
     // when truncating, and is a startup error otherwise.
@@ -261,6 +266,7 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
         max_input_length,
         max_client_batch_size: args.max_client_batch_size,
         prompt_names,
+        prompts,
     };
     let infer = Infer {
         kind,

@@ -9,6 +9,7 @@ use super::options::PipelineOptions;
 use super::text_classifier::TextClassifier;
 use crate::error::{Error, Result};
 use crate::loading::model_files::ModelFiles;
+use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForSequenceClassification;
 use crate::runtime::scores::{sigmoid, top_k};
 
@@ -98,6 +99,25 @@ impl Reranker {
     /// The classifier underneath.
     pub fn classifier(&self) -> &TextClassifier {
         &self.classifier
+    }
+}
+
+/// Entry points for pairs the caller has already tokenized (a server that tokenizes each input
+/// once to validate and count it): the same scores as the text entry points.
+impl Reranker {
+    /// One score per encoded (query, text) pair, in input order, each encoded by
+    /// [`Pipeline::tokenizer`] query first (`encode_pair(query, text)`): the scores
+    /// [`Reranker::predict`] gives for the pairs as text.
+    pub fn predict_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<f32>> {
+        let logits = self.predict_raw_tokenized(encodings)?;
+        Ok(if self.sigmoid { logits.into_iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect() } else { logits })
+    }
+
+    /// One logit per encoded (query, text) pair, in input order, as
+    /// [`Reranker::predict_tokenized`] takes them: the logits [`Reranker::predict_raw`] gives.
+    pub fn predict_raw_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<f32>> {
+        let predictions = self.classifier.classify_tokenized(encodings)?;
+        Ok(predictions.into_iter().map(|p| p.logits.first().copied().unwrap_or(f32::NAN)).collect())
     }
 }
 

@@ -331,6 +331,69 @@ impl SentenceEncoder {
     }
 }
 
+/// Entry points for inputs the caller has already tokenized (a server that tokenizes each input
+/// once to validate and count it): the same vectors as the text entry points.
+impl SentenceEncoder {
+    /// The text put before each input under `prompt` (empty for none), as
+    /// [`SentenceEncoder::encode_with`] puts it: an input encoded as `prompt_text + text` by
+    /// [`Pipeline::tokenizer`] goes to [`SentenceEncoder::encode_tokenized_with`] with the same
+    /// `prompt`. An unknown prompt name is an [`Error::UnknownPrompt`].
+    ///
+    /// ```no_run
+    /// # fn main() -> roformer::Result<()> {
+    /// use roformer::{Prompt, SentenceEncoder};
+    /// let encoder = SentenceEncoder::from_pretrained("path/to/sentence-transformers-folder")?;
+    /// let prompt = encoder.prompt_text(Prompt::Named("query"))?;
+    /// let encodings = encoder.tokenizer().encode_batch(&[format!("{prompt}a good movie")])?;
+    /// let queries = encoder.encode_tokenized_with(&encodings, Prompt::Named("query"))?;
+    /// assert_eq!(queries, encoder.encode_with(&["a good movie"], Prompt::Named("query"))?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn prompt_text(&self, prompt: Prompt<'_>) -> Result<String> {
+        Ok(match prompt {
+            Prompt::Default => self.prompt.clone(),
+            Prompt::None => String::new(),
+            Prompt::Named(name) => match &self.prompts {
+                Some((prompts, config_path)) => st::named_prompt(prompts, config_path, name)?,
+                None => return Err(no_prompts(&self.pipeline, name)),
+            },
+            Prompt::Text(text) => text.to_string(),
+        })
+    }
+
+    /// One embedding per encoding, in input order, where each encoding is of a text after
+    /// `prompt` ([`SentenceEncoder::prompt_text`] followed by the text, encoded by
+    /// [`Pipeline::tokenizer`]): the prompt's tokens are left out of the pooling where the folder's
+    /// Pooling module says so, and the vectors are those [`SentenceEncoder::encode_with`] gives
+    /// for the texts and `prompt`. With [`Prompt::None`] this is
+    /// [`SentenceEncoder::encode_tokenized`].
+    pub fn encode_tokenized_with(&self, encodings: &[Encoded], prompt: Prompt<'_>) -> Result<Vec<Vec<f32>>> {
+        let prompt_tokens = match prompt {
+            Prompt::Default => self.prompt_tokens,
+            Prompt::None => 0,
+            _ => prompt_tokens(&self.pipeline.tokenizer, &self.prompt_text(prompt)?)?,
+        };
+        self.embed(encodings, prompt_tokens)
+    }
+
+    /// Every token's last hidden state (sentence-transformers' `token_embeddings`), special
+    /// tokens included: one row of `hidden_size` values per token of each encoding, in input
+    /// order. The encodings run in the pipeline's batches, as [`SentenceEncoder::encode`]'s do;
+    /// each row is what [`RoFormerModel::forward`] gives for that encoding alone.
+    pub fn token_embeddings_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<Vec<Vec<f32>>>> {
+        let pipeline = &self.pipeline;
+        pipeline.run(encodings, |batch, encodings| {
+            let hidden = pipeline.model.run(batch, false, None, None)?.to_dtype(DType::F32)?;
+            encodings
+                .iter()
+                .enumerate()
+                .map(|(b, e)| Ok(batch.tokens(&hidden, b, e.len())?.to_vec2::<f32>()?))
+                .collect()
+        })
+    }
+}
+
 /// Scales `v` to unit L2 length in place: each element divided by the vector's norm, clamped
 /// below at `1e-12` so that an all-zero vector stays all zeros.
 ///

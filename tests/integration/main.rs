@@ -18,6 +18,7 @@ mod ner_qa;
 mod pipelines;
 mod quantization;
 mod sentence_transformers;
+mod tokenized;
 mod tokenizer_behaviour;
 mod tokenizer_parity;
 mod training;

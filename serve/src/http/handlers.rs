@@ -1,6 +1,7 @@
 //! TEI's routes: each parses its body, asks the inference core, and writes the answer with TEI's
-//! `x-*` headers. Every error status a route can answer (400, 401, 408, 413, 415, 422, 424, 429,
-//! 500) is added to the document by the router.
+//! `x-*` headers. Every error status a POST route can answer (400, 401, 408, 413, 415, 422, 424,
+//! 429, 500) is in its `#[utoipa::path]` ([`Errors`]), and each path the router serves has its
+//! own handler here, aliases included, so that the document is made from these attributes alone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,27 +47,57 @@ impl App {
 }
 
 /// POST / answers as the model's own route: /predict for a classifier, /rerank for a
-/// cross-encoder, else /embed.
+/// cross-encoder, else /embed. The document lists the one of the loaded model.
 pub async fn root(State(app): AppState, request: Request) -> Response {
     match app.infer.kind {
         Kind::Classifier => {
             let body = Json::<PredictRequest>::from_request(request, &()).await;
-            predict(State(app), body).await.into_response()
+            root_predict(State(app), body).await.into_response()
         }
         Kind::Reranker => {
             let body = Json::<RerankRequest>::from_request(request, &()).await;
-            rerank(State(app), body).await.into_response()
+            root_rerank(State(app), body).await.into_response()
         }
         Kind::Embedding => {
             let body = Json::<EmbedRequest>::from_request(request, &()).await;
-            embed(State(app), body).await.into_response()
+            root_embed(State(app), body).await.into_response()
         }
     }
 }
 
+/// POST / on a classifier: /predict.
+#[utoipa::path(post, path = "/", operation_id = "root", tag = "Text Embeddings Inference", request_body = PredictRequest,
+    responses((status = 200, description = "As /predict", body = PredictResponse), Errors))]
+pub async fn root_predict(
+    state: AppState,
+    body: Result<Json<PredictRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    predict(state, body).await
+}
+
+/// POST / on a cross-encoder: /rerank.
+#[utoipa::path(post, path = "/", operation_id = "root", tag = "Text Embeddings Inference", request_body = RerankRequest,
+    responses((status = 200, description = "As /rerank", body = Vec<Rank>), Errors))]
+pub async fn root_rerank(
+    state: AppState,
+    body: Result<Json<RerankRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    rerank(state, body).await
+}
+
+/// POST / on an embedding model: /embed.
+#[utoipa::path(post, path = "/", operation_id = "root", tag = "Text Embeddings Inference", request_body = EmbedBody,
+    responses((status = 200, description = "As /embed", body = Vec<Vec<f32>>), Errors))]
+pub async fn root_embed(
+    state: AppState,
+    body: Result<Json<EmbedRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    embed(state, body).await
+}
+
 /// The pooled embedding of each input.
-#[utoipa::path(post, path = "/embed", tag = "Text Embeddings Inference", request_body = EmbedRequest,
-    responses((status = 200, description = "One embedding per input", body = Vec<Vec<f32>>)))]
+#[utoipa::path(post, path = "/embed", tag = "Text Embeddings Inference", request_body = EmbedBody,
+    responses((status = 200, description = "One embedding per input", body = Vec<Vec<f32>>), Errors))]
 pub async fn embed(
     State(app): AppState,
     body: Result<Json<EmbedRequest>, JsonRejection>,
@@ -91,7 +122,7 @@ pub async fn embed(
 
 /// Every label's score for each input (a text or a pair), best first.
 #[utoipa::path(post, path = "/predict", tag = "Text Embeddings Inference", request_body = PredictRequest,
-    responses((status = 200, description = "The labels of one input, or a list per input of a batch", body = PredictResponse)))]
+    responses((status = 200, description = "The labels of one input, or a list per input of a batch", body = PredictResponse), Errors))]
 pub async fn predict(
     State(app): AppState,
     body: Result<Json<PredictRequest>, JsonRejection>,
@@ -101,9 +132,6 @@ pub async fn predict(
         .validation
         .check_options(App::truncate_left(request.truncation_direction), None)
         .map_err(|e| app.fail(e))?;
-    if app.infer.kind == Kind::Embedding {
-        return Err(app.fail(InferError::ModelType("Model is not a classifier model".into())));
-    }
     let top_k = request.parameters.and_then(|p| p.top_k).map(|k| k.0);
     if top_k == Some(0) {
         return Err(
@@ -138,8 +166,8 @@ pub async fn predict(
 }
 
 /// OpenAI's embeddings route: always normalised, truncated as `--auto-truncate` says.
-#[utoipa::path(post, path = "/v1/embeddings", tag = "Text Embeddings Inference", request_body = OpenAiRequest,
-    responses((status = 200, description = "The embeddings, in OpenAI's shape", body = OpenAiResponse)))]
+#[utoipa::path(post, path = "/v1/embeddings", tag = "Text Embeddings Inference", request_body = OpenAiBody,
+    responses((status = 200, description = "The embeddings, in OpenAI's shape", body = OpenAiResponse), OpenAiErrors))]
 pub async fn openai_embeddings(
     State(app): AppState,
     body: Result<Json<OpenAiRequest>, JsonRejection>,
@@ -172,10 +200,21 @@ pub async fn openai_embeddings(
     Ok((headers(&done), Json(body)).into_response())
 }
 
+/// /embeddings: /v1/embeddings under the path TEI also serves it.
+#[utoipa::path(post, path = "/embeddings", operation_id = "openai_embeddings_alias", tag = "Text Embeddings Inference",
+    request_body = OpenAiBody,
+    responses((status = 200, description = "The embeddings, in OpenAI's shape", body = OpenAiResponse), OpenAiErrors))]
+pub async fn openai_embeddings_alias(
+    state: AppState,
+    body: Result<Json<OpenAiRequest>, JsonRejection>,
+) -> Result<Response, OpenAiError> {
+    openai_embeddings(state, body).await
+}
+
 /// TEI's /rerank: every text scored against the query by the cross-encoder, best first (texts
 /// of equal score keep their order, as `Reranker::rank`).
 #[utoipa::path(post, path = "/rerank", tag = "Text Embeddings Inference", request_body = RerankRequest,
-    responses((status = 200, description = "The texts' ranks, best first", body = Vec<Rank>)))]
+    responses((status = 200, description = "The texts' ranks, best first", body = Vec<Rank>), Errors))]
 pub async fn rerank(
     State(app): AppState,
     body: Result<Json<RerankRequest>, JsonRejection>,
@@ -183,9 +222,6 @@ pub async fn rerank(
     let Json(request) = body.map_err(|e| app.rejected(e))?;
     if request.texts.is_empty() {
         return Err(app.fail(InferError::Empty("`texts` cannot be empty".into())));
-    }
-    if app.infer.kind != Kind::Reranker {
-        return Err(app.fail(InferError::ModelType("model is not a re-ranker model".into())));
     }
     app.infer
         .validation
@@ -213,7 +249,7 @@ pub async fn rerank(
 /// TEI's /similarity: the cosine similarity of each sentence's embedding to the source
 /// sentence's.
 #[utoipa::path(post, path = "/similarity", tag = "Text Embeddings Inference", request_body = SimilarityRequest,
-    responses((status = 200, description = "One cosine similarity per sentence", body = Vec<f32>)))]
+    responses((status = 200, description = "One cosine similarity per sentence", body = Vec<f32>), Errors))]
 pub async fn similarity(
     State(app): AppState,
     body: Result<Json<SimilarityRequest>, JsonRejection>,
@@ -246,7 +282,7 @@ pub async fn similarity(
 
 /// TEI's /embed_all: every token's last hidden state, special tokens included, one list per input.
 #[utoipa::path(post, path = "/embed_all", tag = "Text Embeddings Inference", request_body = EmbedAllRequest,
-    responses((status = 200, description = "Each input's token embeddings", body = Vec<Vec<Vec<f32>>>)))]
+    responses((status = 200, description = "Each input's token embeddings", body = Vec<Vec<Vec<f32>>>), Errors))]
 pub async fn embed_all(
     State(app): AppState,
     body: Result<Json<EmbedAllRequest>, JsonRejection>,
@@ -277,7 +313,7 @@ pub async fn embed_all(
 
 /// The tokens of each text, untruncated.
 #[utoipa::path(post, path = "/tokenize", tag = "Text Embeddings Inference", request_body = TokenizeRequest,
-    responses((status = 200, description = "Each text's tokens", body = Vec<Vec<Token>>)))]
+    responses((status = 200, description = "Each text's tokens", body = Vec<Vec<Token>>), Errors))]
 pub async fn tokenize(
     State(app): AppState,
     body: Result<Json<TokenizeRequest>, JsonRejection>,
@@ -336,7 +372,7 @@ fn tokens(tokenizer: &Tokenizer, text: &str, encoded: &Encoded, add_special_toke
 
 /// Token ids back to text.
 #[utoipa::path(post, path = "/decode", tag = "Text Embeddings Inference", request_body = DecodeRequest,
-    responses((status = 200, description = "One text per list of ids", body = Vec<String>)))]
+    responses((status = 200, description = "One text per list of ids", body = Vec<String>), Errors))]
 pub async fn decode(
     State(app): AppState,
     body: Result<Json<DecodeRequest>, JsonRejection>,
@@ -370,6 +406,22 @@ pub async fn health(State(app): AppState) -> Response {
     } else {
         ApiError::from(InferError::Unhealthy).into_response()
     }
+}
+
+/// /health under the path TEI also serves it.
+#[utoipa::path(get, path = "/ping", operation_id = "ping", tag = "Text Embeddings Inference",
+    responses((status = 200, description = "Everything is working fine"),
+        (status = 503, description = "The model does not answer", body = ErrorResponse)))]
+pub async fn ping(state: AppState) -> Response {
+    health(state).await
+}
+
+/// GET /: /health.
+#[utoipa::path(get, path = "/", operation_id = "root_health", tag = "Text Embeddings Inference",
+    responses((status = 200, description = "Everything is working fine"),
+        (status = 503, description = "The model does not answer", body = ErrorResponse)))]
+pub async fn root_health(state: AppState) -> Response {
+    health(state).await
 }
 
 /// The model and the server's settings, as TEI's /info.

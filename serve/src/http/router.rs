@@ -1,6 +1,6 @@
-//! The routes, their middleware, and the OpenAPI document made from the handlers' `#[utoipa::path]`
-//! attributes and the bodies' schemas (serve/src/api.rs), with every error status each route can
-//! answer.
+//! The routes, their middleware, and the OpenAPI document: made by utoipa from the handlers'
+//! `#[utoipa::path]` attributes (each with every error status its route can answer) and the
+//! bodies' schemas (serve/src/api.rs), with no editing of the result.
 
 use std::sync::Arc;
 
@@ -10,7 +10,6 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::handlers::{self, App};
@@ -18,6 +17,7 @@ use super::middleware::{authorize, cors, read_body, Guard};
 use crate::api;
 use crate::infer::inference::Kind;
 
+/// Every route but POST /, whose body is the loaded model's own route's.
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -28,111 +28,71 @@ use crate::infer::inference::Kind;
         handlers::embed,
         handlers::predict,
         handlers::openai_embeddings,
+        handlers::openai_embeddings_alias,
         handlers::rerank,
         handlers::similarity,
         handlers::embed_all,
         handlers::tokenize,
         handlers::decode,
         handlers::health,
+        handlers::ping,
+        handlers::root_health,
         handlers::info,
         handlers::metrics,
+        docs,
+        openapi_json,
     ),
-    components(schemas(api::ErrorResponse, api::OpenAiErrorResponse, api::ErrorType, api::TextInput))
+    components(schemas(api::ErrorResponse, api::OpenAiErrorResponse, api::ErrorType))
 )]
 struct ApiDoc;
 
-/// The error statuses of every POST route: each answers TEI's error body (OpenAI's on the
-/// OpenAI routes). 401 has no body.
-const ERRORS: [(u16, &str); 9] = [
-    (400, "The body is not JSON"),
-    (401, "`--api-key` is set and the request does not carry it"),
-    (408, "The body did not arrive within `--body-read-timeout`"),
-    (413, "The body is over `--payload-limit`, or the batch over `--max-client-batch-size`"),
-    (415, "The body is not `application/json`"),
-    (422, "The body does not fit the schema, or an input is refused (empty, too long without truncation)"),
-    (424, "The model does not serve this route (e.g. /rerank without a cross-encoder)"),
-    (429, "Every permit of `--max-concurrent-requests` is taken"),
-    (500, "The forward pass failed"),
-];
+/// POST / on a classifier.
+#[derive(OpenApi)]
+#[openapi(paths(handlers::root_predict))]
+struct ClassifierRoot;
+
+/// POST / on a cross-encoder.
+#[derive(OpenApi)]
+#[openapi(paths(handlers::root_rerank))]
+struct RerankerRoot;
+
+/// POST / on an embedding model.
+#[derive(OpenApi)]
+#[openapi(paths(handlers::root_embed))]
+struct EmbeddingRoot;
 
 /// The OpenAPI document of every route the router serves, for the loaded model: `POST /` takes
 /// and answers what the model's own route does.
-pub fn openapi(kind: Kind) -> Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
-    // A prompt goes before text: a request that names one takes no token ids.
-    for (schema, field) in [("EmbedRequest", "inputs"), ("OpenAiRequest", "input")] {
-        let schema = &mut doc["components"]["schemas"][schema];
-        schema["if"] =
-            json!({"properties": {"prompt_name": {"type": "string"}}, "required": ["prompt_name"]});
-        schema["then"] = json!({"properties": {field: {"$ref": "#/components/schemas/TextInput"}}});
-    }
-    let paths = doc["paths"].as_object_mut().expect("paths");
-    for (path, item) in paths.iter_mut() {
-        let Some(post) = item.get_mut("post") else { continue };
-        let schema = if path.as_str() == "/v1/embeddings" { "OpenAiErrorResponse" } else { "ErrorResponse" };
-        let responses = post["responses"].as_object_mut().expect("responses");
-        for (status, description) in ERRORS {
-            let response = if status == 401 {
-                json!({"description": description})
-            } else {
-                json!({
-                    "description": description,
-                    "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}
-                })
-            };
-            responses.insert(status.to_string(), response);
-        }
-    }
-    let same = |paths: &mut serde_json::Map<String, Value>, from: &str, method: &str, to: &str, id: &str| {
-        let mut operation = paths[from][method].clone();
-        operation["operationId"] = json!(id);
-        let item = paths.entry(to.to_string()).or_insert_with(|| json!({}));
-        item[method] = operation;
+pub fn openapi(kind: Kind) -> utoipa::openapi::OpenApi {
+    let root = match kind {
+        Kind::Classifier => ClassifierRoot::openapi(),
+        Kind::Reranker => RerankerRoot::openapi(),
+        Kind::Embedding => EmbeddingRoot::openapi(),
     };
-    same(paths, "/v1/embeddings", "post", "/embeddings", "openai_embeddings_alias");
-    same(paths, "/health", "get", "/ping", "ping");
-    same(paths, "/health", "get", "/", "root_health");
-    let own = match kind {
-        Kind::Classifier => "/predict",
-        Kind::Reranker => "/rerank",
-        Kind::Embedding => "/embed",
-    };
-    same(paths, own, "post", "/", "root");
-    paths.insert(
-        "/docs".into(),
-        json!({"get": {"operationId": "docs", "tags": ["Text Embeddings Inference"],
-            "summary": "Swagger UI over this document",
-            "responses": {"200": {"description": "An HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}}}}),
-    );
-    paths.insert(
-        "/api-doc/openapi.json".into(),
-        json!({"get": {"operationId": "openapi", "tags": ["Text Embeddings Inference"],
-            "summary": "This document",
-            "responses": {"200": {"description": "The OpenAPI document", "content": {"application/json": {"schema": {"type": "object"}}}}}}}),
-    );
-    doc
+    ApiDoc::openapi().merge_from(root)
 }
 
 pub fn router(app: Arc<App>, guard: Guard) -> Router {
     let guard = Arc::new(guard);
-    let document: Arc<str> = openapi(app.infer.kind).to_string().into();
+    let document: Arc<str> =
+        openapi(app.infer.kind).to_json().expect("the OpenAPI document serialises").into();
     let router = Router::new()
-        .route("/", post(handlers::root).get(handlers::health))
+        .route("/", post(handlers::root).get(handlers::root_health))
         .route("/embed", post(handlers::embed))
         .route("/embed_all", post(handlers::embed_all))
         .route("/predict", post(handlers::predict))
         .route("/rerank", post(handlers::rerank))
         .route("/similarity", post(handlers::similarity))
         .route("/v1/embeddings", post(handlers::openai_embeddings))
-        .route("/embeddings", post(handlers::openai_embeddings))
+        .route("/embeddings", post(handlers::openai_embeddings_alias))
         .route("/tokenize", post(handlers::tokenize))
         .route("/decode", post(handlers::decode))
         .route("/health", get(handlers::health))
-        .route("/ping", get(handlers::health))
+        .route("/ping", get(handlers::ping))
         .route("/info", get(handlers::info))
         .route("/metrics", get(handlers::metrics))
         .route("/docs", get(docs))
-        .route("/api-doc/openapi.json", get(move || document_response(document.clone())))
+        .route("/api-doc/openapi.json", get(move || openapi_json(document.clone())))
         // The body is read (within the limit and the timeout) before the extractors see it.
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(guard.clone(), read_body))
@@ -145,12 +105,17 @@ pub fn router(app: Arc<App>, guard: Guard) -> Router {
     }
 }
 
-async fn document_response(document: Arc<str>) -> Response {
+/// This document.
+#[utoipa::path(get, path = "/api-doc/openapi.json", operation_id = "openapi", tag = "Text Embeddings Inference",
+    responses((status = 200, description = "The OpenAPI document", body = Object)))]
+async fn openapi_json(document: Arc<str>) -> Response {
     ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], document.to_string())
         .into_response()
 }
 
-/// Swagger UI over the document, as TEI serves it (its scripts come from a CDN).
+/// Swagger UI over this document, as TEI serves it (its scripts come from a CDN).
+#[utoipa::path(get, path = "/docs", operation_id = "docs", tag = "Text Embeddings Inference",
+    responses((status = 200, description = "An HTML page", body = String, content_type = "text/html")))]
 async fn docs() -> Response {
     let page = r##"<!doctype html>
 <html><head><meta charset="utf-8"><title>roformer-serve API</title>

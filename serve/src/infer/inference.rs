@@ -61,7 +61,8 @@ impl Infer {
         self.metrics.inc("te_request_failure", &format!("err=\"{metric}\""));
     }
 
-    /// Validates, tokenizes and queues every input, then waits for all answers, in input order.
+    /// Validates and tokenizes every input (once: the pipeline gets these tokens), checks that the
+    /// model serves `task`, queues the inputs, then waits for all answers, in input order.
     /// Failures are counted.
     pub async fn infer(
         &self,
@@ -105,22 +106,19 @@ impl Infer {
                 Item::Ids(_) => 0,
             })
             .sum();
-        let text_input = matches!(task, Task::Embed { prompt: Some(_) } | Task::Rerank { .. });
+        // The one tokenization of each input: its checks, its count, and the pipeline's tokens.
+        let prompt = match task {
+            Task::Embed { prompt } => prompt,
+            _ => None,
+        };
         let mut jobs = Vec::with_capacity(items.len());
         for item in items {
-            let encoded = self.validation.encode(&item, truncate)?;
-            let texts = match item {
-                _ if !text_input => Vec::new(),
-                Item::Text(t) => vec![t],
-                Item::Pair(a, b) => vec![a, b],
-                Item::Ids(_) => {
-                    return Err(InferError::Validation(
-                        "Input validation error: `prompt_name` cannot be used with token ids".into(),
-                    ))
-                }
-            };
-            jobs.push(Job { encoded, texts, task });
+            let encoded = self.validation.encode(&item, truncate, prompt)?;
+            jobs.push(Job { encoded, task });
         }
+        // Only a request the document allows gets this far: the model's kind is checked after the
+        // checks of the input, so that a body that breaks the schema gets 422, not 424.
+        self.check_kind(task)?;
         let tokenization = start.elapsed();
         let tokens = jobs.iter().map(|j| j.encoded.len()).sum();
         for j in &jobs {
@@ -173,6 +171,20 @@ impl Infer {
         Ok(Done { outputs, tokens, characters, total, tokenization, compute_type: self.compute_type })
     }
 
+    /// 424 for a task the loaded model does not serve: /predict without a classifier, /rerank
+    /// without a cross-encoder.
+    pub fn check_kind(&self, task: Task) -> Result<(), InferError> {
+        match (task, self.kind) {
+            (Task::Predict, Kind::Embedding) => {
+                Err(InferError::ModelType("Model is not a classifier model".into()))
+            }
+            (Task::Rerank { .. }, Kind::Embedding | Kind::Classifier) => {
+                Err(InferError::ModelType("model is not a re-ranker model".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// True when a forward pass through the queue answers within a minute.
     pub async fn health(&self) -> bool {
         let task = match self.kind {
@@ -181,7 +193,7 @@ impl Infer {
         };
         match self.validation.tokenizer.encode("health") {
             Ok(encoded) => {
-                let rx = self.queue.push(Job { encoded, texts: Vec::new(), task }, None);
+                let rx = self.queue.push(Job { encoded, task }, None);
                 matches!(tokio::time::timeout(Duration::from_secs(60), rx).await, Ok(Ok(Ok(_))))
             }
             Err(_) => false,

@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use roformer::{Classification, Encoded, Inputs, Prompt, Reranker, SentenceEncoder, TextClassifier};
+use roformer::{Classification, Encoded, Prompt, Reranker, SentenceEncoder, TextClassifier};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use super::metrics::Metrics;
@@ -16,8 +16,8 @@ use super::metrics::Metrics;
 /// (shared weights).
 pub struct Backend {
     pub encoder: SentenceEncoder,
-    /// The encoder's prompt names (sorted), which `Task::Embed`'s prompt indexes: the library
-    /// puts a prompt before the text, so a prompted input goes in as text.
+    /// The encoder's prompt names (sorted), which `Task::Embed`'s prompt indexes: a prompted
+    /// input comes tokenized after its prompt's text, and the pooling is told which prompt it was.
     pub prompt_names: Vec<String>,
     pub head: Head,
 }
@@ -59,11 +59,10 @@ pub struct Output {
 
 pub type Reply = Result<Output, String>;
 
-/// One input, tokenized by the handler (for its checks and the token budget); the pipelines that
-/// take text (prompted embeddings, reranking) get `texts` too.
+/// One input, tokenized once by the handler (for its checks, its count and the token budget):
+/// the pipeline gets these tokens.
 pub struct Job {
     pub encoded: Encoded,
-    pub texts: Vec<String>,
     pub task: Task,
 }
 
@@ -173,52 +172,41 @@ pub fn work(queue: &Queue, backend: &Backend) {
 }
 
 fn forward(backend: &Backend, task: Task, jobs: &[Job]) -> Result<Vec<Value>, roformer::BoxError> {
-    let encodings = || jobs.iter().map(|j| j.encoded.clone()).collect::<Vec<_>>();
+    let encodings: Vec<Encoded> = jobs.iter().map(|j| j.encoded.clone()).collect();
+    let encoder = &backend.encoder;
     Ok(match (task, &backend.head) {
         (Task::Embed { prompt: None }, _) => {
-            backend.encoder.encode_tokenized(&encodings())?.into_iter().map(Value::Embedding).collect()
+            encoder.encode_tokenized(&encodings)?.into_iter().map(Value::Embedding).collect()
         }
         (Task::Embed { prompt: Some(p) }, _) => {
-            let texts: Vec<&str> = jobs.iter().map(|j| j.texts[0].as_str()).collect();
             let name = backend.prompt_names.get(p).ok_or("no such prompt")?;
-            backend
-                .encoder
-                .encode_with(&texts, Prompt::Named(name))?
+            encoder
+                .encode_tokenized_with(&encodings, Prompt::Named(name))?
                 .into_iter()
                 .map(Value::Embedding)
                 .collect()
         }
         (Task::EmbedAll, _) => {
-            let model = backend.encoder.model();
-            let mut out = Vec::with_capacity(jobs.len());
-            // One input per forward pass: its tokens alone, no padding to strip.
-            for job in jobs {
-                let e = &job.encoded;
-                let ids = candle_core::Tensor::new(e.input_ids.as_slice(), model.device())?.unsqueeze(0)?;
-                let types =
-                    candle_core::Tensor::new(e.token_type_ids.as_slice(), model.device())?.unsqueeze(0)?;
-                let hidden = model.forward(Inputs::new(&ids).with_token_type_ids(&types))?;
-                let hidden = hidden.squeeze(0)?.to_dtype(candle_core::DType::F32)?;
-                out.push(Value::Tokens(hidden.to_vec2::<f32>()?));
-            }
-            out
+            encoder.token_embeddings_tokenized(&encodings)?.into_iter().map(Value::Tokens).collect()
         }
         (Task::Predict, Head::Classifier(classifier)) => {
-            classifier.classify_tokenized(&encodings())?.into_iter().map(Value::Classification).collect()
+            classifier.classify_tokenized(&encodings)?.into_iter().map(Value::Classification).collect()
         }
         (Task::Predict, Head::Reranker(reranker)) => reranker
             .classifier()
-            .classify_tokenized(&encodings())?
+            .classify_tokenized(&encodings)?
             .into_iter()
             .map(Value::Classification)
             .collect(),
         (Task::Rerank { raw_scores }, Head::Reranker(reranker)) => {
-            let pairs: Vec<(&str, &str)> =
-                jobs.iter().map(|j| (j.texts[0].as_str(), j.texts[1].as_str())).collect();
-            let scores = if raw_scores { reranker.predict_raw(&pairs)? } else { reranker.predict(&pairs)? };
+            let scores = if raw_scores {
+                reranker.predict_raw_tokenized(&encodings)?
+            } else {
+                reranker.predict_tokenized(&encodings)?
+            };
             scores.into_iter().map(Value::Score).collect()
         }
-        // Handlers check the model kind before queueing.
+        // The core checks the model kind before queueing.
         (Task::Predict, _) => return Err("Model is not a classifier model".into()),
         (Task::Rerank { .. }, _) => return Err("model is not a re-ranker model".into()),
     })

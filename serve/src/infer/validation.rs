@@ -23,6 +23,8 @@ pub struct Validation {
     pub max_client_batch_size: usize,
     /// The encoder's prompt names (sorted), which `Task::Embed`'s prompt indexes.
     pub prompt_names: Vec<String>,
+    /// The text of each prompt of `prompt_names`, which goes before a text given with its name.
+    pub prompts: Vec<String>,
 }
 
 impl Validation {
@@ -63,8 +65,10 @@ impl Validation {
         self.max_input_length * 250
     }
 
-    /// One input, encoded as the pipelines encode it; too long without truncation is an error.
-    pub fn encode(&self, item: &Item, truncate: bool) -> Result<Encoded, InferError> {
+    /// One input, encoded as the pipelines encode it, after the text of `prompt` (an index of
+    /// `prompt_names`) when one is named: the one tokenization of the input, whose tokens the
+    /// pipeline gets. Too long without truncation is an error; the prompt's tokens count.
+    pub fn encode(&self, item: &Item, truncate: bool, prompt: Option<usize>) -> Result<Encoded, InferError> {
         let empty = || InferError::Empty("Input validation error: `inputs` cannot be empty".into());
         let too_long = |n: usize| {
             InferError::Validation(format!(
@@ -96,6 +100,10 @@ impl Validation {
                     return Err(empty());
                 }
                 let text = clip(text)?;
+                let text = match prompt.and_then(|p| self.prompts.get(p)) {
+                    Some(prompt) if !prompt.is_empty() => format!("{prompt}{text}"),
+                    _ => text,
+                };
                 let encoded = self.tokenizer.encode(&text).map_err(InferError::tokenizer)?;
                 if encoded.truncated && !truncate {
                     let n = self.untruncated.encode(&text).map_err(InferError::tokenizer)?.len();
@@ -105,6 +113,13 @@ impl Validation {
             }
             // Both texts of a pair must be there, as the document states (TEI refuses only two
             // empty ones).
+            // A prompt goes before text: routes that take pairs name none.
+            Item::Ids(_) | Item::Pair(..) if prompt.is_some() => {
+                let what = if matches!(item, Item::Ids(_)) { "token ids" } else { "pairs" };
+                Err(InferError::Validation(format!(
+                    "Input validation error: `prompt_name` cannot be used with {what}"
+                )))
+            }
             Item::Pair(a, b) => {
                 if a.is_empty() || b.is_empty() {
                     return Err(empty());

@@ -37,11 +37,17 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
 }
 
 /// Whether `value` fits `schema`, for the keywords the document uses: type, enum, required,
-/// properties, items, oneOf, minItems, maxItems, minLength, minimum, maximum.
+/// properties, items, oneOf, allOf, anyOf, minItems, maxItems, minLength, minimum, maximum.
 fn fits(doc: &Value, schema: &Value, value: &Value) -> bool {
     let schema = resolve(doc, schema);
     if let Some(one_of) = schema.get("oneOf").and_then(Value::as_array) {
         return one_of.iter().filter(|s| fits(doc, s, value)).count() == 1;
+    }
+    if let Some(all_of) = schema.get("allOf").and_then(Value::as_array) {
+        return all_of.iter().all(|s| fits(doc, s, value));
+    }
+    if let Some(any_of) = schema.get("anyOf").and_then(Value::as_array) {
+        return any_of.iter().any(|s| fits(doc, s, value));
     }
     if let Some(types) = schema.get("type") {
         let types: Vec<&str> = match types {
@@ -212,6 +218,20 @@ fn the_document_lists_every_route_and_every_error_body() {
     assert_eq!(documented(&server, &doc, "/v1/embeddings", &five, "application/json"), 413);
     let rerank = json!({"query": "a", "texts": ["b"]}).to_string();
     assert_eq!(documented(&server, &doc, "/rerank", &rerank, "application/json"), 424);
+    // A body the document refuses gets 422 before the 424 of a route the model does not serve.
+    for body in [
+        json!({"query": "a", "texts": [""]}),
+        json!({"query": "", "texts": ["b"]}),
+        json!({"query": "a", "texts": []}),
+        json!({"query": "a", "texts": ["b"], "truncation_direction": "left"}),
+    ] {
+        assert!(!fits(&doc, request_schema(&doc, "/rerank"), &body), "{body}");
+        assert_eq!(
+            documented(&server, &doc, "/rerank", &body.to_string(), "application/json"),
+            422,
+            "{body}"
+        );
+    }
     // POST / is the model's own route.
     assert_eq!(request_schema(&doc, "/"), predict);
     assert_eq!(documented(&server, &doc, "/", r#"{"inputs": "a"}"#, "application/json"), 200);
@@ -226,6 +246,11 @@ fn the_document_names_the_prompts_it_serves() {
         (json!({"inputs": "a", "prompt_name": "query"}), true),
         (json!({"inputs": "a", "prompt_name": null}), true),
         (json!({"inputs": "a", "prompt_name": "nope"}), false),
+        // A prompt goes before text, not token ids; the empty prompt too.
+        (json!({"inputs": [1, 2], "prompt_name": "query"}), false),
+        (json!({"inputs": [[1, 2], "a"], "prompt_name": "empty"}), false),
+        (json!({"inputs": ["a", "b"], "prompt_name": "empty"}), true),
+        (json!({"inputs": [1, 2], "prompt_name": null}), true),
         (json!({"inputs": "a", "dimensions": 1}), true),
     ] {
         assert_eq!(fits(&doc, embed, &body), ok, "{body}");
@@ -233,4 +258,19 @@ fn the_document_names_the_prompts_it_serves() {
         assert_eq!(status == 200, ok, "/embed {body}: {status}");
     }
     assert_eq!(request_schema(&doc, "/"), embed);
+    // /predict on an embedding model: 424 for a body the document allows, 422 before it otherwise.
+    for (body, status) in [
+        (json!({"inputs": "a"}), 424),
+        (json!({"inputs": ""}), 422),
+        (json!({"inputs": ["a", ""]}), 422),
+        (json!({"inputs": "a", "parameters": {"top_k": 0}}), 422),
+        (json!({"inputs": "a", "truncation_direction": "left"}), 422),
+    ] {
+        assert_eq!(fits(&doc, request_schema(&doc, "/predict"), &body), status == 424, "{body}");
+        assert_eq!(
+            documented(&st, &doc, "/predict", &body.to_string(), "application/json"),
+            status,
+            "{body}"
+        );
+    }
 }

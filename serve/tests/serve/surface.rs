@@ -79,13 +79,15 @@ fn similarity_embed_all_and_prompts_answer_as_the_library() {
     let (status, _) = server.post("/similarity", r#"{"inputs": {"source_sentence": "a", "sentences": []}}"#);
     assert_eq!(status, 422);
 
-    // Every token's last hidden state, special tokens included.
+    // Every token's last hidden state, special tokens included: the inputs of mixed lengths run in
+    // the pipeline's batches, and each answer is the library's, and that input's forward pass alone.
     let model_ = encoder.model();
-    let got = server.ok("/embed_all", json!({"inputs": [TEXTS[0], TEXTS[4]]}));
+    let got = server.ok("/embed_all", json!({"inputs": TEXTS}));
     let got = got.as_array().unwrap();
-    assert_eq!(got.len(), 2);
-    for (g, text) in got.iter().zip([TEXTS[0], TEXTS[4]]) {
-        let encoded = encoder.tokenizer().encode(text).unwrap();
+    assert_eq!(got.len(), TEXTS.len());
+    let encodings = encoder.tokenizer().encode_batch(&TEXTS).unwrap();
+    let library = encoder.token_embeddings_tokenized(&encodings).unwrap();
+    for ((g, text), (encoded, library)) in got.iter().zip(TEXTS).zip(encodings.iter().zip(&library)) {
         let ids = candle_core::Tensor::new(encoded.input_ids.as_slice(), model_.device())
             .unwrap()
             .unsqueeze(0)
@@ -94,7 +96,11 @@ fn similarity_embed_all_and_prompts_answer_as_the_library() {
         let rows = vectors_of(g);
         assert_eq!(rows.len(), encoded.len(), "{text}: one row per token");
         assert_vectors_close(&format!("/embed_all {text}"), &rows, &want);
+        assert_vectors_close(&format!("/embed_all {text}, the library's"), &rows, library);
     }
+    // Token ids as given.
+    let got = server.ok("/embed_all", json!({"inputs": [&encodings[2].input_ids]}));
+    assert_vectors_close("/embed_all ids", &vectors_of(&got[0]), &library[2]);
     let single = server.ok("/embed_all", json!({"inputs": TEXTS[2]}));
     assert_eq!(single.as_array().unwrap().len(), 1, "a single input is nested too");
 
