@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::core::shared_accessors;
 use super::options::PipelineOptions;
-use super::text_classifier::TextClassifier;
+use super::text_classifier::{Classification, TextClassifier};
 use crate::error::{Error, Result};
 use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::Encoded;
@@ -74,14 +74,12 @@ impl Reranker {
     /// One score per (query, text) pair, in input order: the sigmoid of the logit unless the folder
     /// says otherwise.
     pub fn predict<Q: AsRef<str>, T: AsRef<str>>(&self, pairs: &[(Q, T)]) -> Result<Vec<f32>> {
-        let logits = self.predict_raw(pairs)?;
-        Ok(if self.sigmoid { logits.into_iter().map(sigmoid).collect() } else { logits })
+        Ok(self.scores(self.predict_raw(pairs)?))
     }
 
     /// One logit per (query, text) pair, in input order.
     pub fn predict_raw<Q: AsRef<str>, T: AsRef<str>>(&self, pairs: &[(Q, T)]) -> Result<Vec<f32>> {
-        let predictions = self.classifier.classify_pairs(pairs)?;
-        Ok(predictions.into_iter().map(|p| p.logits.first().copied().unwrap_or(f32::NAN)).collect())
+        Ok(first_logits(self.classifier.classify_pairs(pairs)?))
     }
 
     /// Every text with its [`Reranker::predict`] score against `query`, highest first; texts of
@@ -109,15 +107,22 @@ impl Reranker {
     /// [`Pipeline::tokenizer`] query first (`encode_pair(query, text)`): the scores
     /// [`Reranker::predict`] gives for the pairs as text.
     pub fn predict_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<f32>> {
-        let logits = self.predict_raw_tokenized(encodings)?;
-        Ok(if self.sigmoid { logits.into_iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect() } else { logits })
+        Ok(self.scores(self.predict_raw_tokenized(encodings)?))
     }
 
     /// One logit per encoded (query, text) pair, in input order, as
     /// [`Reranker::predict_tokenized`] takes them: the logits [`Reranker::predict_raw`] gives.
     pub fn predict_raw_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<f32>> {
-        let predictions = self.classifier.classify_tokenized(encodings)?;
-        Ok(predictions.into_iter().map(|p| p.logits.first().copied().unwrap_or(f32::NAN)).collect())
+        Ok(first_logits(self.classifier.classify_tokenized(encodings)?))
+    }
+
+    /// The scores of logits: their sigmoid unless the folder says otherwise.
+    fn scores(&self, logits: Vec<f32>) -> Vec<f32> {
+        if self.sigmoid {
+            logits.into_iter().map(sigmoid).collect()
+        } else {
+            logits
+        }
     }
 }
 
@@ -128,6 +133,11 @@ fn pairs<'a, S: AsRef<str>>(query: &'a str, texts: &'a [S]) -> Vec<(&'a str, &'a
 /// Highest first; ties keep input order (NaN last).
 fn ranked(scores: Vec<f32>) -> Vec<Ranked> {
     top_k(&scores, scores.len()).into_iter().map(|(index, score)| Ranked { index, score }).collect()
+}
+
+/// A cross-encoder's one logit per prediction.
+fn first_logits(predictions: Vec<Classification>) -> Vec<f32> {
+    predictions.into_iter().map(|p| p.logits.first().copied().unwrap_or(f32::NAN)).collect()
 }
 
 /// Whether `CrossEncoder.predict` applies a sigmoid for this folder: its `activation_fn` in
