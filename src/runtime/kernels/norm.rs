@@ -25,7 +25,8 @@ pub(crate) fn add_norm(
             candle_bail!("add_norm: residual {:?} does not match {:?}", residual.map(Tensor::dims), xs.dims())
         }
     }
-    let affine = affine.map(|(w, b)| Ok::<_, crate::error::Error>((View::new(w)?, View::new(b)?))).transpose()?;
+    let affine =
+        affine.map(|(w, b)| Ok::<_, crate::error::Error>((View::new(w)?, View::new(b)?))).transpose()?;
     let mut out = vec![0f32; x.slice().len()];
     let rows_per_task = (8192 / width.max(1)).max(1);
     let chunk = rows_per_task * width.max(1);
