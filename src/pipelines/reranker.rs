@@ -104,7 +104,7 @@ impl Reranker {
 /// once to validate and count it): the same scores as the text entry points.
 impl Reranker {
     /// One score per encoded (query, text) pair, in input order, each encoded by
-    /// [`Pipeline::tokenizer`] query first (`encode_pair(query, text)`): the scores
+    /// [`Reranker::tokenizer`] query first (`encode_pair(query, text)`): the scores
     /// [`Reranker::predict`] gives for the pairs as text.
     pub fn predict_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<f32>> {
         Ok(self.scores(self.predict_raw_tokenized(encodings)?))
