@@ -374,7 +374,7 @@ pub(crate) struct PackedI8 {
     n: usize,
     k: usize,
     /// k rounded up to a multiple of the layout's step depth (4 or 8).
-    k4: usize,
+    k_padded: usize,
     panels: Vec<i8>,
     /// Per output column: the scale back to f32, and the sum of its quantized weights.
     scales: Vec<f32>,
@@ -388,15 +388,15 @@ impl PackedI8 {
         assert_eq!(w.len(), n * k, "PackedI8: weight of {} floats is not ({n}, {k})", w.len());
         let kernel = I8Kernel::for_level(level);
         let (nr, layout) = (kernel.nr, kernel.layout);
-        let k4 = k.div_ceil(layout.depth()) * layout.depth();
+        let k_padded = k.div_ceil(layout.depth()) * layout.depth();
         let count = n.div_ceil(nr);
-        let mut panels = vec![0i8; count * k4 * nr];
+        let mut panels = vec![0i8; count * k_padded * nr];
         // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
         let mut scales = vec![1f32; count * nr];
         let mut sums = vec![0i32; count * nr];
         let top = kernel.weight_max;
         panels
-            .par_chunks_mut((k4 * nr).max(1))
+            .par_chunks_mut((k_padded * nr).max(1))
             .zip(scales.par_chunks_mut(nr).zip(sums.par_chunks_mut(nr)))
             .enumerate()
             .for_each(|(p, (panel, (scales, sums)))| {
@@ -412,7 +412,7 @@ impl PackedI8 {
                     }
                 }
             });
-        Self { kernel, n, k, k4, panels, scales, sums }
+        Self { kernel, n, k, k_padded, panels, scales, sums }
     }
 
     pub fn dims(&self) -> (usize, usize) {
@@ -428,7 +428,7 @@ impl PackedI8 {
         let (mr, nr, stride) = (kernel.mr, kernel.nr, kernel.a_stride);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
         let plan = Plan::new(m, n, mr, nr, true);
-        let steps = self.k4 / 4;
+        let steps = self.k_padded / 4;
         // Each tile: `steps` lines of 4 u8 (4 k's) per row, and its rows' scales and zero points.
         let mut packed = vec![0u32; plan.tiles.len() * steps * stride];
         let mut row_scales = vec![0f32; plan.tiles.len() * mr];
@@ -464,7 +464,7 @@ impl PackedI8 {
                         cols,
                         steps,
                         a: &packed[t * steps * stride..(t + 1) * steps * stride],
-                        b: &self.panels[p * self.k4 * nr..(p + 1) * self.k4 * nr],
+                        b: &self.panels[p * self.k_padded * nr..(p + 1) * self.k_padded * nr],
                         row_scales: &row_scales[t * mr..t * mr + mr],
                         zero_points: &zero_points[t * mr..t * mr + mr],
                         col_scales: &self.scales[p * nr..p * nr + nr],
