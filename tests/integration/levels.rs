@@ -5,7 +5,7 @@
 use crate::support::fixture;
 
 /// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with what each needs of the CPU
-/// (`simd128` is WebAssembly's, which no native CPU runs).
+/// (`simd128` and `relaxed-simd` are WebAssembly's, which no native CPU runs).
 fn levels() -> Vec<(&'static str, bool)> {
     #[cfg(target_arch = "aarch64")]
     let [neon, dotprod, i8mm] = {
@@ -28,6 +28,7 @@ fn levels() -> Vec<(&'static str, bool)> {
     vec![
         ("portable", true),
         ("simd128", false),
+        ("relaxed-simd", false),
         ("neon", neon),
         ("neon-dotprod", dotprod),
         ("neon-i8mm", i8mm),
@@ -98,7 +99,7 @@ fn engine_settings_that_cannot_be_served_are_named() {
         (
             "ROFORMER_CPU_LEVEL",
             "avx9",
-            "ROFORMER_CPU_LEVEL=avx9: not a level (choices: portable, simd128, neon, neon-dotprod, neon-i8mm, avx2",
+            "ROFORMER_CPU_LEVEL=avx9: not a level (choices: portable, simd128, relaxed-simd, neon, neon-dotprod, neon-i8mm, avx2",
         ),
         ("ROFORMER_ENGINE", "gpu", "ROFORMER_ENGINE=gpu: not an engine (choices: fused, candle)"),
     ];

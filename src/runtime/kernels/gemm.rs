@@ -429,25 +429,18 @@ impl PackedI8 {
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
         let plan = Plan::new(m, n, mr, nr, true);
         let steps = self.k_padded / 4;
-        // Each tile: `steps` lines of 4 u8 (4 k's) per row, and its rows' scales and zero points.
+        // Each tile: `steps` lines of 4 u8 (4 k's) per row, and its rows' scales, zero points and sums.
         let mut packed = vec![0u32; plan.tiles.len() * steps * stride];
         let mut row_scales = vec![0f32; plan.tiles.len() * mr];
         let mut zero_points = vec![0i32; plan.tiles.len() * mr];
+        let mut row_sums = vec![0i32; plan.tiles.len() * mr];
         packed
             .par_chunks_mut((steps * stride).max(1))
             .zip(row_scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
+            .zip(row_sums.par_chunks_mut(mr))
             .zip(&plan.tiles)
-            .for_each(|((dst, (scales, zps)), &(row, rows))| {
-                super::tile_int8::quantize_rows(
-                    &a[row * k..],
-                    k,
-                    rows,
-                    stride,
-                    kernel.layout,
-                    dst,
-                    scales,
-                    zps,
-                )
+            .for_each(|(((dst, (scales, zps)), sums), &(row, rows))| {
+                super::tile_int8::quantize_rows(&a[row * k..], k, rows, kernel, dst, scales, zps, sums)
             });
         let out = SendPtr(out);
         plan.run(|tiles, panels| {
@@ -467,6 +460,7 @@ impl PackedI8 {
                         b: &self.panels[p * self.k_padded * nr..(p + 1) * self.k_padded * nr],
                         row_scales: &row_scales[t * mr..t * mr + mr],
                         zero_points: &zero_points[t * mr..t * mr + mr],
+                        row_sums: &row_sums[t * mr..t * mr + mr],
                         col_scales: &self.scales[p * nr..p * nr + nr],
                         col_sums: &self.sums[p * nr..p * nr + nr],
                         bias: &bias_panel[..nr],

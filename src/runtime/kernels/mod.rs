@@ -106,6 +106,10 @@ pub(crate) enum Level {
     /// WebAssembly SIMD (128-bit), when the module is built with `+simd128`: fixed at build
     /// time, as a WebAssembly module cannot ask the CPU.
     Simd128,
+    /// WebAssembly's relaxed SIMD on top of simd128 (Chrome 114, Firefox 120; not Safari), when
+    /// the module is built with `+relaxed-simd`: f32 through `f32x4.relaxed_madd`, int8 through
+    /// `i32x4.relaxed_dot_i8x16_i7x16_add`. Fixed at build time, as `Simd128`.
+    RelaxedSimd,
     /// aarch64 NEON: f32 through `fmla` by element; int8 through widening multiplies.
     Neon,
     /// NEON with the dot product (FEAT_DotProd: Apple M1, Graviton 2 and later): int8 through
@@ -125,9 +129,10 @@ pub(crate) enum Level {
 }
 
 impl Level {
-    pub const ALL: [Level; 9] = [
+    pub const ALL: [Level; 10] = [
         Level::Portable,
         Level::Simd128,
+        Level::RelaxedSimd,
         Level::Neon,
         Level::NeonDotprod,
         Level::NeonI8mm,
@@ -142,6 +147,7 @@ impl Level {
         match self {
             Level::Portable => "portable",
             Level::Simd128 => "simd128",
+            Level::RelaxedSimd => "relaxed-simd",
             Level::Neon => "neon",
             Level::NeonDotprod => "neon-dotprod",
             Level::NeonI8mm => "neon-i8mm",
@@ -166,7 +172,9 @@ impl Level {
                 Level::AvxVnni => avx2() && has!("avxvnni"),
                 Level::Avx512 => avx512(),
                 Level::Avx512Vnni => avx512() && has!("avx512vnni"),
-                Level::Simd128 | Level::Neon | Level::NeonDotprod | Level::NeonI8mm => false,
+                Level::Simd128 | Level::RelaxedSimd | Level::Neon | Level::NeonDotprod | Level::NeonI8mm => {
+                    false
+                }
             }
         }
         #[cfg(target_arch = "aarch64")]
@@ -186,6 +194,8 @@ impl Level {
         {
             self == Level::Portable
                 || (self == Level::Simd128 && cfg!(all(target_arch = "wasm32", target_feature = "simd128")))
+                || (self == Level::RelaxedSimd
+                    && cfg!(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd")))
         }
     }
 

@@ -9,12 +9,15 @@
 //! | AVX2 (and AVX-512 without VNNI) | 5 × 16 | `vpmaddubsw` then `vpmaddwd` by ones |
 //! | aarch64 i8mm | 8 × 8 | `usmmla` (u8 × s8, 2 × 8 by 8 × 2 per instruction) |
 //! | aarch64 dotprod | 8 × 12 | `sdot` by element (s8 × s8: inputs moved to s8 by x − 128) |
+//! | WebAssembly relaxed SIMD | 4 × 8 | `i32x4.relaxed_dot_i8x16_i7x16_add` (s8 × u7: inputs as x − 128, weights as w + 64) |
 //! | WebAssembly SIMD | 5 × 4 | `i32x4.dot_i16x8_s` on u8 and s8 widened to i16 |
 //! | portable | 4 × 16 | widened products the compiler vectorises |
 //!
 //! `vpmaddubsw` adds two u8 × s8 products in saturating i16: with weights up to ±127 a pair can
 //! reach 64,770 and clip. Its kernel takes weights up to ±63 (a pair stays within 32,130), as ONNX
-//! Runtime's `reduce_range` does on such CPUs; the others take ±127.
+//! Runtime's `reduce_range` does on such CPUs. Relaxed SIMD's dot product is exact on every
+//! engine only while its second operand's top bit is clear, so its kernel also takes ±63 (moved
+//! to 1..=127 by + 64). The others take ±127.
 
 use super::math::{lane_max, lane_min, round_small};
 use super::Level;
@@ -29,9 +32,10 @@ pub(crate) struct I8Tile<'a> {
     pub a: &'a [u32],
     /// `steps` steps of `nr` columns × 4 s8, laid out as the kernel's `layout` says.
     pub b: &'a [i8],
-    /// Per row (`mr`): the scale back to f32 and the zero point.
+    /// Per row (`mr`): the scale back to f32, the zero point, and the sum of its u8 inputs.
     pub row_scales: &'a [f32],
     pub zero_points: &'a [i32],
+    pub row_sums: &'a [i32],
     /// Per column (`nr`): the scale back to f32, the sum of the quantized weights, the bias.
     pub col_scales: &'a [f32],
     pub col_sums: &'a [i32],
@@ -51,6 +55,7 @@ impl I8Tile<'_> {
                 && self.b.len() >= self.steps * nr * 4
                 && self.row_scales.len() >= self.rows
                 && self.zero_points.len() >= self.rows
+                && self.row_sums.len() >= self.rows
                 && self.col_scales.len() >= nr
                 && self.col_sums.len() >= nr
                 && self.bias.len() >= nr,
@@ -134,6 +139,8 @@ pub(crate) struct I8Kernel {
     pub weight_max: f32,
     /// How the packed weight and input hold their k's.
     pub layout: StepLayout,
+    /// Whether the packed inputs hold x − 128 as s8 (the top bit of each u8 flipped).
+    pub signed_inputs: bool,
     /// Computes one tile.
     ///
     /// # Safety
@@ -142,14 +149,14 @@ pub(crate) struct I8Kernel {
 }
 
 static PORTABLE: I8Kernel =
-    I8Kernel { mr: 4, nr: 16, a_stride: 4, weight_max: 127.0, layout: StepLayout::ByK, tile: portable::tile };
+    I8Kernel { mr: 4, nr: 16, a_stride: 4, weight_max: 127.0, layout: StepLayout::ByK, signed_inputs: false, tile: portable::tile };
 #[cfg(target_arch = "x86_64")]
 static AVX2: I8Kernel = I8Kernel {
     mr: 5,
     nr: 16,
     a_stride: 8,
     weight_max: 63.0,
-    layout: StepLayout::Quads,
+    layout: StepLayout::Quads, signed_inputs: false,
     tile: avx2::tile::<false>,
 };
 #[cfg(target_arch = "x86_64")]
@@ -158,7 +165,7 @@ static AVX_VNNI: I8Kernel = I8Kernel {
     nr: 16,
     a_stride: 8,
     weight_max: 127.0,
-    layout: StepLayout::Quads,
+    layout: StepLayout::Quads, signed_inputs: false,
     tile: avx2::tile::<true>,
 };
 #[cfg(target_arch = "x86_64")]
@@ -167,7 +174,7 @@ static AVX512_VNNI: I8Kernel = I8Kernel {
     nr: 32,
     a_stride: 16,
     weight_max: 127.0,
-    layout: StepLayout::Quads,
+    layout: StepLayout::Quads, signed_inputs: false,
     tile: avx512_vnni::tile,
 };
 
@@ -177,7 +184,7 @@ static NEON_DOTPROD: I8Kernel = I8Kernel {
     nr: 12,
     a_stride: 8,
     weight_max: 127.0,
-    layout: StepLayout::Quads,
+    layout: StepLayout::Quads, signed_inputs: false,
     tile: neon_dotprod::tile,
 };
 #[cfg(target_arch = "aarch64")]
@@ -186,13 +193,23 @@ static NEON_I8MM: I8Kernel = I8Kernel {
     nr: 8,
     a_stride: 8,
     weight_max: 127.0,
-    layout: StepLayout::Pairs,
+    layout: StepLayout::Pairs, signed_inputs: false,
     tile: neon_i8mm::tile,
 };
 
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+static RELAXED_SIMD: I8Kernel = I8Kernel {
+    mr: relaxed_simd::MR,
+    nr: relaxed_simd::NR,
+    a_stride: relaxed_simd::MR,
+    weight_max: 63.0,
+    layout: StepLayout::Quads,
+    signed_inputs: true,
+    tile: relaxed_simd::tile,
+};
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 static SIMD128: I8Kernel =
-    I8Kernel { mr: 5, nr: 4, a_stride: 5, weight_max: 127.0, layout: StepLayout::Quads, tile: simd128::tile };
+    I8Kernel { mr: 5, nr: 4, a_stride: 5, weight_max: 127.0, layout: StepLayout::Quads, signed_inputs: false, tile: simd128::tile };
 
 impl I8Kernel {
     pub fn for_level(level: Level) -> &'static I8Kernel {
@@ -210,6 +227,10 @@ impl I8Kernel {
             Level::NeonI8mm => return &NEON_I8MM,
             Level::NeonDotprod => return &NEON_DOTPROD,
             _ => {}
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        if level == Level::RelaxedSimd {
+            return &RELAXED_SIMD;
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         if level == Level::Simd128 {
@@ -229,10 +250,13 @@ fn scale_and_zero_point(lo: f32, hi: f32) -> (f32, f32) {
 super::multiversion! {
     #[allow(clippy::too_many_arguments)]
     /// Quantizes `rows` rows of `a` (row stride `k`) to u8 with a scale and zero point per row,
-    /// and lays them out for the microkernels: `dst[layout.input_index(a_stride, step, r)]`
-    /// holds row r's bytes for k = 4·step..4·step + 4. The range always includes 0, so zero
-    /// stays exact.
-    pub(crate) fn quantize_rows(a: &[f32], k: usize, rows: usize, a_stride: usize, layout: StepLayout, dst: &mut [u32], scales: &mut [f32], zero_points: &mut [i32]) {
+    /// and lays them out for `kernel`: `dst[layout.input_index(a_stride, step, r)]` holds row r's
+    /// bytes for k = 4·step..4·step + 4 (as x − 128 where the kernel takes `signed_inputs`).
+    /// `sums` gets each row's sum of its u8 values. The range always includes 0, so zero stays
+    /// exact.
+    pub(crate) fn quantize_rows(a: &[f32], k: usize, rows: usize, kernel: &I8Kernel, dst: &mut [u32], scales: &mut [f32], zero_points: &mut [i32], sums: &mut [i32]) {
+        let (a_stride, layout) = (kernel.a_stride, kernel.layout);
+        let flip = if kernel.signed_inputs { 0x8080_8080 } else { 0 };
         let mut bytes = vec![0u8; k.div_ceil(4) * 4];
         for r in 0..rows {
             let row = &a[r * k..r * k + k];
@@ -245,9 +269,10 @@ super::multiversion! {
                 // `round_ties_even` here was a libm call per value, a fifth of an int8 layer's time.
                 *byte = round_small((v * inverse + zero_point).clamp(0.0, 255.0)) as u8;
             }
+            sums[r] = bytes.iter().map(|&b| i32::from(b)).sum();
             // Bytes past k multiply zero weights: whatever they hold.
             for (step, quad) in bytes.chunks_exact(4).enumerate() {
-                dst[layout.input_index(a_stride, step, r)] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]);
+                dst[layout.input_index(a_stride, step, r)] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]) ^ flip;
             }
         }
     }
@@ -600,6 +625,72 @@ mod neon_i8mm {
                     // SAFETY: row r < rows of `c` is valid for `cols` writes (the caller).
                     unsafe { t.store(r, &sums) };
                 }
+            }
+        }
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+mod relaxed_simd {
+    use std::arch::wasm32::*;
+
+    use super::I8Tile;
+
+    // 8 accumulators, 2 weight vectors, the input and the two registers V8 takes for the dot on
+    // x86-64 without VNNI (`pmaddubsw`, `pmaddwd` by a vector of ones): 13 of its 15 free xmm.
+    pub(super) const MR: usize = 4;
+    pub(super) const NR: usize = 8;
+    /// Vectors of 4 columns per row of the tile.
+    const W: usize = NR / 4;
+
+    /// # Safety
+    /// `t.c` is valid for the tile's writes (the module is built with relaxed-simd, so the
+    /// engine runs it).
+    pub(super) unsafe fn tile(t: &I8Tile) {
+        t.check(MR, NR, MR);
+        // SAFETY: the operands were checked above; the caller vouches for `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4) }
+    }
+
+    // The dot multiplies s8 by 7-bit values; an operand with its top bit set gives
+    // engine-defined results. So the weights (±63) go in as w + 64, in 1..=127, and the inputs
+    // as s8 x − 128 (`signed_inputs`): each i32 lane sums Σ (x − 128)(w + 64), exactly, on
+    // every engine (a pair of products stays within i16: 2 · 128 · 127 < 2^15).
+    // Σ x·w = that − 64·Σx + 128·Σw + 8192·k, over the padded k, whose bytes are x = 0, w = 0.
+    unsafe fn rows<const R: usize>(t: &I8Tile) {
+        let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
+        let offset = i8x16_splat(64);
+        let mut acc = [[i32x4_splat(0); W]; R];
+        for step in 0..t.steps {
+            // SAFETY: `b` holds `steps` steps of NR · 4 = 32 bytes, `a` `steps` lines of MR
+            // dwords (checked by `tile`); v128 loads take any alignment.
+            let (weights, line): ([v128; W], _) = unsafe {
+                (
+                    std::array::from_fn(|v| i8x16_add(v128_load(b.add(step * NR * 4 + 16 * v).cast()), offset)),
+                    a.add(step * MR),
+                )
+            };
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // Row r's 4 bytes in every lane.
+                let x = unsafe { v128_load32_splat(line.add(r).cast()) };
+                for (acc, &w) in acc.iter_mut().zip(&weights) {
+                    *acc = i32x4_relaxed_dot_i8x16_i7x16_add(x, w, *acc);
+                }
+            }
+        }
+        let k = 4 * t.steps as i32;
+        for (r, acc) in acc.iter().enumerate() {
+            let mut sums = [0i32; NR];
+            let row_term = 8192 * k - 64 * t.row_sums[r];
+            // SAFETY: `sums` holds NR i32; row r of `c` is valid for `cols` writes (the caller).
+            unsafe {
+                for (v, &s) in acc.iter().enumerate() {
+                    v128_store(sums.as_mut_ptr().add(4 * v).cast(), s);
+                }
+                for (sum, &w) in sums.iter_mut().zip(t.col_sums) {
+                    *sum += 128 * w + row_term;
+                }
+                t.store(r, &sums);
             }
         }
     }
