@@ -113,14 +113,19 @@ impl TextClassifier {
 
     /// `{label, score}` per `[text, textPair]`, in order.
     #[wasm_bindgen(js_name = classifyPairs)]
-    pub fn classify_pairs(&self, pairs: Array) -> Result<Array, JsError> {
-        let pairs = pairs
+    pub fn classify_pairs(&self, pairs: JsValue) -> Result<Array, JsError> {
+        // Checked before any JavaScript runs on them: a JavaScript exception (iterating null)
+        // would unwind through this call and leave the object borrowed for good.
+        if !Array::is_array(&pairs) {
+            return Err(JsError::new("pairs must be an array of [text, textPair] arrays"));
+        }
+        let pairs = Array::from(&pairs)
             .iter()
             .enumerate()
             .map(|(i, pair)| {
-                let pair = Array::from(&pair);
-                match (pair.length(), pair.get(0).as_string(), pair.get(1).as_string()) {
-                    (2, Some(a), Some(b)) => Ok((a, b)),
+                let pair = Array::is_array(&pair).then(|| Array::from(&pair));
+                match pair.map(|p| (p.length(), p.get(0).as_string(), p.get(1).as_string())) {
+                    Some((2, Some(a), Some(b))) => Ok((a, b)),
                     _ => Err(JsError::new(&format!(
                         "pairs[{i}] is not a [text, textPair] array of two strings"
                     ))),
