@@ -1,12 +1,14 @@
-// The demo page's functions, also what the browser test (web/test.html) runs: load a model
-// with the roformer-wasm package, classify a sentence, and compare two sentences.
-import init, { SentenceEncoder, TextClassifier } from "../target/wasm-pkg/roformer_wasm.js";
+// The demo page's functions, also what the browser test (web/test.html) runs: load a model with
+// the roformer-wasm package, classify a sentence, and compare two sentences. With
+// `options.workers` the model runs in Web Workers and every call answers with a Promise; the
+// page awaits both kinds alike.
+import init, { SentenceEncoder, TextClassifier, cosineSimilarity } from "../target/npm/package/index.js";
 
 let ready = null;
 
-/** Loads the WebAssembly module once. */
-export function start() {
-  ready ??= init();
+/** Loads the WebAssembly module once; `options` as the package's `init` takes them. */
+export function start(options) {
+  ready ??= init(options);
   return ready;
 }
 
@@ -18,38 +20,28 @@ export function start() {
 export async function loadModel({ url, files, options = {}, onProgress }) {
   await start();
   const started = performance.now();
-  const classifier = files
+  const classifier = await (files
     ? TextClassifier.fromFiles(files, options)
-    : await TextClassifier.fromUrl(url, { ...options, ...(onProgress ? { onProgress } : {}) });
-  const encoder = classifier.sentenceEncoder();
+    : TextClassifier.fromUrl(url, { ...options, ...(onProgress ? { onProgress } : {}) }));
+  const encoder = await classifier.sentenceEncoder();
   return { classifier, encoder, loadMs: performance.now() - started };
 }
 
 /** A sentence encoder alone (a sentence-transformers folder, say), from a URL or files. */
 export async function loadEncoder({ url, files, options = {} }) {
   await start();
-  return files ? SentenceEncoder.fromFiles(files, options) : await SentenceEncoder.fromUrl(url, options);
+  return await (files ? SentenceEncoder.fromFiles(files, options) : SentenceEncoder.fromUrl(url, options));
 }
 
 /** `{label, score}` of one sentence. */
-export function classify(model, text) {
-  return model.classifier.classify([text])[0];
+export async function classify(model, text) {
+  return (await model.classifier.classify([text]))[0];
 }
 
 /** The cosine similarity of two sentences' embeddings. */
-export function similarity(model, a, b) {
-  const [x, y] = model.encoder.encode([a, b]);
-  return cosine(x, y);
-}
-
-export function cosine(x, y) {
-  let dot = 0, xx = 0, yy = 0;
-  for (let i = 0; i < x.length; i++) {
-    dot += x[i] * y[i];
-    xx += x[i] * x[i];
-    yy += y[i] * y[i];
-  }
-  return dot / Math.sqrt(xx * yy);
+export async function similarity(model, a, b) {
+  const [x, y] = await model.encoder.encode([a, b]);
+  return cosineSimilarity(x, y);
 }
 
 /** The files a folder picker (`<input type=file webkitdirectory>`) gave, by path inside the folder. */

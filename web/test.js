@@ -1,6 +1,9 @@
-// The browser test's page (driven by wasm/tests/browser.rs): runs each case of /plan.json with
-// the demo page's functions and posts what each gave, or threw, to /result.
-import { loadModel, loadEncoder, classify, similarity } from "./demo.js";
+// The browser test's page (driven by wasm/tests/browser.rs): loads the package's module that
+// `?simd=` picks ("auto" or "plain"), runs each case of /plan.json with the demo page's
+// functions, and posts what each gave, or threw, to /result.
+import { loadModel, loadEncoder, classify, similarity, start } from "./demo.js";
+
+const simd = new URLSearchParams(location.search).get("simd") ?? "auto";
 
 async function filesOf(c) {
   const files = {};
@@ -16,29 +19,59 @@ async function source(c) {
   return c.source === "files" ? { files: await filesOf(c), options: c.options } : { url: `/${c.folder}/`, options: c.options };
 }
 
+/** How long `work` took, and how often a 10 ms timer of this page fired meanwhile. */
+async function timed(work) {
+  const ticks = [];
+  const timer = setInterval(() => ticks.push(performance.now()), 10);
+  const started = performance.now();
+  const rows = (await work()).length;
+  const ended = performance.now();
+  clearInterval(timer);
+  const times = [started, ...ticks, ended];
+  const maxGapMs = Math.max(...times.slice(1).map((t, i) => t - times[i]));
+  return { ms: ended - started, ticks: ticks.length, maxGapMs, rows };
+}
+
 async function run(c) {
   switch (c.call) {
     case "classify":
-      return (await loadModel(await source(c))).classifier.classify(c.input);
+      return await (await loadModel(await source(c))).classifier.classify(c.input);
     case "classifyPairs":
-      return (await loadModel(await source(c))).classifier.classifyPairs(c.input);
+      return await (await loadModel(await source(c))).classifier.classifyPairs(c.input);
+    case "classifyPairsAfterABadCall": {
+      // A refused call must leave the object usable.
+      const { classifier } = await loadModel(await source(c));
+      await (async () => classifier.classifyPairs(null))().then(
+        () => { throw new Error("classifyPairs(null) was not refused"); },
+        () => {},
+      );
+      return await classifier.classifyPairs(c.input);
+    }
     case "demoClassify": {
       const model = await loadModel(await source(c));
-      return c.input.map((text) => classify(model, text));
+      return await Promise.all(c.input.map((text) => classify(model, text)));
     }
     case "demoSimilarity": {
       const model = await loadModel(await source(c));
-      return c.input.map(([a, b]) => similarity(model, a, b));
+      return await Promise.all(c.input.map(([a, b]) => similarity(model, a, b)));
     }
     case "encode": {
       const encoder = await loadEncoder(await source(c));
-      return encoder.encode(c.input.texts, c.input.prompt).map((e) => Array.from(e));
+      return (await encoder.encode(c.input.texts, c.input.prompt)).map((e) => Array.from(e));
+    }
+    case "responsive": {
+      const { classifier } = await loadModel(await source(c));
+      const texts = Array.from({ length: c.input.repeat }, (_, i) => c.input.texts[i % c.input.texts.length]);
+      const report = await timed(() => classifier.classify(texts));
+      classifier.free();
+      return report;
     }
     default:
       throw new Error(`test setup: unknown call ${c.call}`);
   }
 }
 
+const loaded = await start({ simd });
 const plan = await (await fetch("/plan.json")).json();
 const results = [];
 for (const c of plan.cases) {
@@ -49,4 +82,7 @@ for (const c of plan.cases) {
   }
   document.getElementById("log").textContent = `${results.length} of ${plan.cases.length} cases run`;
 }
-await fetch("/result", { method: "POST", body: JSON.stringify({ userAgent: navigator.userAgent, results }) });
+await fetch("/result", {
+  method: "POST",
+  body: JSON.stringify({ userAgent: navigator.userAgent, simd: loaded.simd, results }),
+});

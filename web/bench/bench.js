@@ -8,6 +8,11 @@ const model = q.get('model') ?? 'small';
 const dtype = q.get('dtype') ?? 'f32';
 const quantized = dtype === 'q8' || dtype === 'int8';
 const threads = Number(q.get('threads') ?? 1);
+// ours: the package's module (auto: relaxed SIMD where the browser has it; plain: simd128) and its Web Workers
+// (0: the page's thread).
+const simd = q.get('simd') ?? 'auto';
+const workers = Number(q.get('workers') ?? 0);
+const sentenceCount = Number(q.get('sentences') ?? 0);
 const batchSize = Number(q.get('batch') ?? 32);
 const warmup = Number(q.get('warmup') ?? 3);
 const runs = Number(q.get('runs') ?? 1);
@@ -35,22 +40,25 @@ async function loadTjs() {
 }
 
 async function loadOurs() {
-  const mod = await import('/pkg/roformer_wasm.js');
-  await mod.default();
+  const mod = await import('/npm/index.js');
+  const loaded = await mod.default({ simd });
   const files = {};
   await Promise.all(['config.json', 'model.safetensors', 'vocab.txt', 'tokenizer_config.json'].map(async (name) => {
     const res = await fetch(`/models/${model}/${name}`);
     if (!res.ok) throw new Error(`${name}: HTTP ${res.status}`);
     files[name] = new Uint8Array(await res.arrayBuffer());
   }));
-  const clf = quantized
-    ? mod.TextClassifier.fromFiles(files, { quantize: 'int8' })
-    : mod.TextClassifier.fromFiles(files);
-  return { classify: async (texts) => clf.classify(texts) };
+  const clf = await mod.TextClassifier.fromFiles(files, { workers, ...(quantized ? { quantize: 'int8' } : {}) });
+  return {
+    version: loaded.simd,
+    classify: async (texts) => clf.classify(texts),
+    // the WebAssembly memory of every instance: the pool's workers, or the page's own
+    memoryBytes: () => (workers ? clf.memoryBytes() : mod.memoryBytes()),
+  };
 }
 
 async function main() {
-  const info = { system, model, dtype, threads, batch: batchSize, crossOriginIsolated, userAgent: navigator.userAgent };
+  const info = { system, model, dtype, threads, simd, workers, batch: batchSize, crossOriginIsolated, userAgent: navigator.userAgent };
   if (q.has('probe')) return info;
   const start = performance.now();
   const sys = system === 'ours' ? await loadOurs() : await loadTjs();
@@ -61,7 +69,9 @@ async function main() {
     if (sys.logits) Object.assign(check, await sys.logits(sentences));
     return { ...info, load_ms, check };
   }
-  const { sentences } = await (await fetch('/data/sst2-dev.json')).json();
+  const all = (await (await fetch('/data/sst2-dev.json')).json()).sentences;
+  // `sentences=N`: every (all/N)-th of the length-sorted list, so that the lengths keep their spread
+  const sentences = sentenceCount ? Array.from({ length: sentenceCount }, (_, i) => all[Math.floor((i * all.length) / sentenceCount)]) : all;
   const batches = [];
   for (let i = 0; i < sentences.length; i += batchSize) batches.push(sentences.slice(i, i + batchSize));
   for (const b of batches.slice(0, warmup)) await sys.classify(b);
@@ -78,7 +88,8 @@ async function main() {
     passes.push((performance.now() - t) / 1e3);
   }
   const pass_s = passes.sort((a, b) => a - b)[Math.floor(passes.length / 2)];
-  return { ...info, version: sys.version, load_ms, passes, sentences: labels.length, sentences_per_s: labels.length / pass_s, labels };
+  const memory_bytes = sys.memoryBytes ? await sys.memoryBytes() : undefined;
+  return { ...info, version: sys.version, load_ms, passes, sentences: labels.length, sentences_per_s: labels.length / pass_s, memory_bytes, labels };
 }
 
 main().then(
