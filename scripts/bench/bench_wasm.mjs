@@ -2,21 +2,23 @@
 // transformers.js against roformer-wasm in headless Chromium on SST-2 dev. Run: node scripts/bench/bench_wasm.mjs (setup below)
 /**
  * Browser speed comparison on SST-2 dev (872 sentences, length-sorted batches of 32), headless Chromium:
- * transformers.js (onnxruntime-web, f32 and q8) against roformer-wasm (f32 and int8), base and small models.
+ * transformers.js (onnxruntime-web, f32 and q8; 1 and 2 threads) against roformer-wasm's npm package (f32 and
+ * int8; its relaxed-SIMD and plain simd128 modules; 1 and 2 Web Workers), base and small models.
  *
  * Setup, once:
  *   apt-get install -y chromium && (cd web && npm ci)
  *   .venv/bin/python scripts/bench/export_tjs.py      # model folders under target/bench-wasm/models
- *   bash scripts/build/build_wasm.sh                  # target/wasm-pkg; without it the "ours" rows are skipped
+ *   bash scripts/build/build_wasm.sh                  # target/npm/package; without it the "ours" rows are skipped
  * Run:
- *   node scripts/bench/bench_wasm.mjs [--only tjs|ours] [--models small,base] [--runs 1] [--check] [--pkg target/wasm-pkg]
+ *   node scripts/bench/bench_wasm.mjs [--only tjs|ours] [--models small,base] [--runs 1] [--check] [--pkg target/npm/package]
+ *                               [--sentences N]   # N of the 872, evenly spread over the length-sorted list
  *                               [--match 'tjs base q8 threads=2']   # only the rows whose label contains this
  *
- * Serves web/ (/web), target/wasm-pkg (/pkg), target/bench-wasm/models (/models), target/bench-wasm (/data) and
+ * Serves web/ (/web), the unpacked npm package (/npm), target/bench-wasm/models (/models), target/bench-wasm (/data) and
  * web/node_modules (/node_modules) on 127.0.0.1 with COOP/COEP (so threads work), runs each configuration in its
  * own fresh headless Chromium one after the other, prints a markdown table and writes target/bench-wasm/results.json.
- * Rows with 2 threads are transformers.js's own threading (onnxruntime-web workers), only if the page is
- * cross-origin isolated. --check compares logits with PyTorch's (target/bench-wasm/reference.json) instead.
+ * transformers.js's 2 threads are onnxruntime-web's own workers, only if the page is cross-origin isolated; ours are
+ * the package's `workers` option, which needs no isolation. --check compares logits with PyTorch's (target/bench-wasm/reference.json) instead.
  */
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -32,7 +34,8 @@ const OUT = path.join(ROOT, 'target', 'bench-wasm');
 const { chromium } = createRequire(path.join(WEB, 'package.json'))('playwright-core');
 const args = process.argv.slice(2);
 const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] : dflt);
-const PKG = path.resolve(opt('--pkg', path.join(ROOT, 'target', 'wasm-pkg')));
+const PKG = path.resolve(opt('--pkg', path.join(ROOT, 'target', 'npm', 'package')));
+const sentencesWanted = Number(opt('--sentences', '0'));
 const only = opt('--only', null);
 const models = opt('--models', 'small,base').split(',');
 const runs = Number(opt('--runs', '1'));
@@ -56,7 +59,7 @@ for (const m of models) {
 }
 
 // ---- static server
-const ROUTES = { '/web/': WEB, '/pkg/': PKG, '/models/': path.join(OUT, 'models'), '/data/': OUT, '/node_modules/': path.join(WEB, 'node_modules') };
+const ROUTES = { '/web/': WEB, '/npm/': PKG, '/models/': path.join(OUT, 'models'), '/data/': OUT, '/node_modules/': path.join(WEB, 'node_modules') };
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
 const server = http.createServer((req, res) => {
   const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
@@ -99,8 +102,8 @@ async function runPage(params) {
   }
 }
 
-const haveOurs = fs.existsSync(path.join(PKG, 'roformer_wasm.js'));
-if (!haveOurs && only !== 'tjs') console.log(`${path.relative(ROOT, PKG)}/roformer_wasm.js is missing: skipping the "ours" rows (build roformer-wasm first)`);
+const haveOurs = fs.existsSync(path.join(PKG, 'index.js'));
+if (!haveOurs && only !== 'tjs') console.log(`${path.relative(ROOT, PKG)}/index.js is missing: skipping the "ours" rows (run scripts/build/build_wasm.sh first)`);
 const LOAD = os.loadavg()[0]; // anything else running skews the numbers: warn
 if (LOAD > 0.5) console.log(`load average ${LOAD.toFixed(2)}: other work is running, numbers will be off`);
 const probe = await runPage({ probe: 1 });
@@ -111,17 +114,21 @@ for (const model of models) {
     for (const dtype of ['f32', 'q8']) configs.push({ system: 'tjs', model, dtype, threads: 1 });
     if (isolated && !check) for (const dtype of ['f32', 'q8']) configs.push({ system: 'tjs', model, dtype, threads: 2 });
   }
-  if (only !== 'tjs' && haveOurs) for (const dtype of ['f32', 'int8']) configs.push({ system: 'ours', model, dtype, threads: 1 });
+  if (only !== 'tjs' && haveOurs && !check) {
+    for (const dtype of ['f32', 'int8']) for (const simd of ['auto', 'plain']) for (const workers of [1, 2])
+      configs.push({ system: 'ours', model, dtype, threads: workers, simd, workers });
+  }
+  if (only !== 'tjs' && haveOurs && check) for (const dtype of ['f32', 'int8']) configs.push({ system: 'ours', model, dtype, threads: 1 });
 }
 
 const results = [];
 const reference = check && JSON.parse(fs.readFileSync(path.join(OUT, 'reference.json')));
 const match = opt('--match', '');
 for (const c of configs) {
-  const label = `${c.system} ${c.model} ${c.dtype} threads=${c.threads}`;
+  const label = `${c.system} ${c.model} ${c.dtype} threads=${c.threads}${c.simd ? ` simd=${c.simd}` : ''}`;
   if (!label.includes(match)) continue;
   process.stdout.write(`${label} ... `);
-  const r = await runPage({ ...c, runs, ...(check ? { check: 1 } : {}) }).catch((e) => ({ error: `browser: ${e.message}` }));
+  const r = await runPage({ ...c, runs, ...(sentencesWanted ? { sentences: sentencesWanted } : {}), ...(check ? { check: 1 } : {}) }).catch((e) => ({ error: `browser: ${e.message}` }));
   if (r.error) {
     console.log(`failed\n${r.error}`);
     results.push({ ...c, error: r.error });
@@ -140,8 +147,11 @@ for (const c of configs) {
     results.push({ ...c, max_abs_diff: diff, same_input_ids: sameIds });
     continue;
   }
-  console.log(`load ${r.load_ms.toFixed(0)} ms, ${r.sentences_per_s.toFixed(1)} sentences/s`);
-  results.push({ ...c, load_ms: r.load_ms, sentences_per_s: r.sentences_per_s, passes: r.passes, labels: r.labels });
+  const module = r.version && c.system === 'ours' ? `, ${r.version} module` : '';
+  const memory = r.memory_bytes ? `, ${(r.memory_bytes / 2 ** 20).toFixed(0)} MiB of wasm memory` : '';
+  console.log(`load ${r.load_ms.toFixed(0)} ms, ${r.sentences_per_s.toFixed(1)} sentences/s${module}${memory}`);
+  results.push({ ...c, module: c.system === 'ours' ? r.version : undefined, load_ms: r.load_ms, sentences_per_s: r.sentences_per_s,
+    sentences: r.sentences, memory_bytes: r.memory_bytes, passes: r.passes, labels: r.labels });
 }
 server.close();
 
@@ -155,30 +165,36 @@ const report = {
   onnxruntime_web: version('onnxruntime-web'),
   cross_origin_isolated: isolated,
   load_average_at_start: LOAD,
-  sentences: sentences.length,
+  sentences: sentencesWanted || sentences.length,
+  wasm: {},
 };
-const wasm = path.join(PKG, 'roformer_wasm_bg.wasm');
-if (fs.existsSync(wasm)) {
-  report.wasm_bytes = fs.statSync(wasm).size;
-  report.wasm_gzip9_bytes = Number(execSync(`gzip -9 -c '${wasm}' | wc -c`).toString());
+for (const name of ['roformer_wasm_bg.wasm', 'roformer_wasm_relaxed_bg.wasm']) {
+  const wasm = path.join(PKG, name);
+  if (fs.existsSync(wasm)) report.wasm[name] = { bytes: fs.statSync(wasm).size, gzip9_bytes: Number(execSync(`gzip -9 -c '${wasm}' | wc -c`).toString()) };
 }
 console.log(`\n${report.date}, ${cpu} (${report.cores} cores), Chromium ${report.chromium}, ` +
   `transformers.js ${report.transformers_js} (onnxruntime-web ${report.onnxruntime_web}), cross-origin isolated: ${isolated}, ` +
   `load average at start ${LOAD.toFixed(2)}`);
-if (report.wasm_bytes) console.log(`roformer_wasm_bg.wasm: ${report.wasm_bytes} bytes, ${report.wasm_gzip9_bytes} gzip -9`);
+for (const [name, w] of Object.entries(report.wasm)) console.log(`${name}: ${w.bytes} bytes, ${w.gzip9_bytes} gzip -9`);
 if (!check) {
-  console.log('\n| system | model | dtype | threads | load ms | sentences/s | ours/tjs |\n|---|---|---|---|---|---|---|');
+  // ours against transformers.js at the same precision: with the same number of threads, and at its best setting
+  const tjs = (r, threads) => results.filter((t) => t.system === 'tjs' && t.model === r.model && t.sentences_per_s &&
+    (t.dtype === 'q8') === (r.dtype === 'int8') && (threads === undefined || t.threads === threads));
+  const ratio = (r, peers) => (peers.length && r.sentences_per_s ? (r.sentences_per_s / Math.max(...peers.map((t) => t.sentences_per_s))).toFixed(2) : '');
+  console.log('\n| system | model | dtype | threads / workers | module | load ms | sentences/s | MiB | ours/tjs same threads | ours/tjs best |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
-    const peer = r.system === 'ours' && results.find((t) => t.system === 'tjs' && t.model === r.model && t.threads === 1 &&
-      (t.dtype === 'q8') === (r.dtype === 'int8') && t.sentences_per_s);
-    const ratio = peer && r.sentences_per_s ? (r.sentences_per_s / peer.sentences_per_s).toFixed(2) : '';
+    const mib = r.memory_bytes ? (r.memory_bytes / 2 ** 20).toFixed(0) : '';
+    const same = r.system === 'ours' ? ratio(r, tjs(r, r.threads)) : '';
+    const best = r.system === 'ours' ? ratio(r, tjs(r)) : '';
     // labels agreement with transformers.js at the same precision (the models are the same random-init weights)
-    if (peer && r.labels) r.label_agreement_with_tjs = r.labels.filter((l, i) => l === peer.labels[i]).length / r.labels.length;
-    console.log(r.error ? `| ${r.system} | ${r.model} | ${r.dtype} | ${r.threads} | failed | | |`
-      : `| ${r.system} | ${r.model} | ${r.dtype} | ${r.threads} | ${r.load_ms.toFixed(0)} | ${r.sentences_per_s.toFixed(1)} | ${ratio} |`);
+    const peer = r.system === 'ours' && tjs(r, 1)[0];
+    if (peer && r.labels && peer.labels) r.label_agreement_with_tjs = r.labels.filter((l, i) => l === peer.labels[i]).length / r.labels.length;
+    console.log(r.error ? `| ${r.system} | ${r.model} | ${r.dtype} | ${r.threads} | ${r.module ?? ''} | failed | | | | |`
+      : `| ${r.system} | ${r.model} | ${r.dtype} | ${r.threads} | ${r.module ?? ''} | ${r.load_ms.toFixed(0)} | ${r.sentences_per_s.toFixed(1)} | ${mib} | ${same} | ${best} |`);
   }
   for (const r of results) if (r.label_agreement_with_tjs !== undefined)
-    console.log(`${r.model} ${r.dtype}: labels agree with transformers.js on ${(100 * r.label_agreement_with_tjs).toFixed(1)}%`);
+    console.log(`${r.model} ${r.dtype} ${r.module} ${r.workers} workers: labels agree with transformers.js on ${(100 * r.label_agreement_with_tjs).toFixed(1)}%`);
 }
 for (const r of results) delete r.labels;
 fs.writeFileSync(path.join(OUT, check ? 'check.json' : 'results.json'), JSON.stringify({ ...report, rows: results }, null, 2));
