@@ -1,20 +1,19 @@
 //! Reading checkpoint weights in the Hugging Face layouts: `model.safetensors` (memory-mapped),
 //! sharded safetensors with `model.safetensors.index.json`, and `pytorch_model.bin`.
 
-use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use candle_core::pickle::PthTensors;
-use candle_core::safetensors::{BufferedSafetensors, MmapedSafetensors, SliceSafetensors};
+use candle_core::safetensors::{MmapedSafetensors, SliceSafetensors};
 use candle_core::{CpuStorage, DType, Device, Shape, Storage, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
 use crate::error::{Error, Result};
 use crate::loading::layout::{is_shard_index, shard_names, WEIGHT_FILES};
-use crate::loading::model_files::ModelFiles;
+use crate::loading::model_files::{ModelFiles, SharedBytes};
 
 /// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
 /// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
@@ -23,10 +22,27 @@ const BASE_PREFIX: &str = "roformer.";
 enum WeightFile {
     Safetensors(MmapedSafetensors),
     Pth(PthTensors),
-    /// Safetensors bytes built into the binary: read in place.
-    Static(SliceSafetensors<'static>),
-    /// Safetensors bytes handed over at run time.
-    Buffered(BufferedSafetensors),
+    /// Safetensors bytes of an in-memory folder (built into the binary, or handed over at run
+    /// time): read in place, not copied.
+    Memory(MemorySafetensors),
+}
+
+/// The safetensors of an in-memory folder's file, parsed in place. `tensors` borrows from
+/// `_bytes`: it is declared first so that it is dropped first, and nothing it gives out (names,
+/// tensors copied out by `load`) keeps the borrow.
+struct MemorySafetensors {
+    tensors: SliceSafetensors<'static>,
+    _bytes: SharedBytes,
+}
+
+impl MemorySafetensors {
+    fn new(bytes: SharedBytes) -> candle_core::Result<Self> {
+        let slice = bytes.bytes();
+        // SAFETY: `SharedBytes::bytes` stays at one address while `bytes` lives, and `bytes`
+        // lives in this struct, after `tensors`; the 'static borrow never leaves the struct.
+        let slice: &'static [u8] = unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) };
+        Ok(Self { tensors: SliceSafetensors::new(slice)?, _bytes: bytes })
+    }
 }
 
 struct Weights {
@@ -112,8 +128,7 @@ impl Checkpoint {
             let tensor_names: Vec<String> = match &file {
                 WeightFile::Safetensors(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
                 WeightFile::Pth(pth) => pth.tensor_infos().keys().cloned().collect(),
-                WeightFile::Static(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
-                WeightFile::Buffered(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
+                WeightFile::Memory(st) => st.tensors.tensors().into_iter().map(|(n, _)| n).collect(),
             };
             for n in tensor_names {
                 names.insert(n, i);
@@ -242,11 +257,8 @@ fn open_weight_file(folder: &ModelFiles, name: &str) -> Result<WeightFile> {
                 source: None,
             });
         }
-        return match folder.read(name)? {
-            Cow::Borrowed(bytes) => SliceSafetensors::new(bytes).map(WeightFile::Static),
-            Cow::Owned(bytes) => BufferedSafetensors::new(bytes).map(WeightFile::Buffered),
-        }
-        .map_err(corrupt);
+        let bytes = folder.shared(name)?.expect("an in-memory folder shares its files");
+        return MemorySafetensors::new(bytes).map(WeightFile::Memory).map_err(corrupt);
     }
     if pickle {
         PthTensors::new(path, None).map(WeightFile::Pth).map_err(corrupt)
@@ -308,8 +320,7 @@ impl Backend {
         let tensor = match weights {
             WeightFile::Safetensors(st) => st.load(&stored, &Device::Cpu),
             WeightFile::Pth(pth) => pth.get(&stored).and_then(|t| t.ok_or(candle_core::Error::UnwrapNone)),
-            WeightFile::Static(st) => st.load(&stored, &Device::Cpu),
-            WeightFile::Buffered(st) => st.load(&stored, &Device::Cpu),
+            WeightFile::Memory(st) => st.tensors.load(&stored, &Device::Cpu),
         };
         let bad = |message: String| Error::Checkpoint {
             path: path.clone(),

@@ -113,6 +113,33 @@ impl ModelFiles {
         }
     }
 
+    /// The bytes of in-memory file `name`, shared with this folder rather than copied (a
+    /// weight file is most of a model's size); `None` for a folder on disk.
+    pub(crate) fn shared(&self, name: &str) -> Result<Option<SharedBytes>> {
+        let Some(files) = &self.memory else { return Ok(None) };
+        let key = format!("{}{name}", self.prefix);
+        if !files.contains_key(&key) {
+            return Err(Error::io(
+                self.root.join(name),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "not among the model's files"),
+            ));
+        }
+        Ok(Some(SharedBytes { files: files.clone(), key }))
+    }
+
+    /// This folder without the bytes of the model's weight files at its top (`model.safetensors`,
+    /// its shards, `pytorch_model.bin`): what a loaded pipeline keeps, to read its small files
+    /// later, without holding the weights twice. The same folder when on disk.
+    pub(crate) fn without_weights(&self) -> Self {
+        let Some(files) = &self.memory else { return self.clone() };
+        let weight = |key: &str| {
+            let name = key.strip_prefix(&self.prefix).unwrap_or(key);
+            !name.contains('/') && (name.ends_with(".safetensors") || name.ends_with(".bin"))
+        };
+        let kept = files.iter().filter(|(k, _)| !weight(k)).map(|(k, v)| (k.clone(), v.clone()));
+        Self { root: self.root.clone(), memory: Some(Arc::new(kept.collect())), prefix: self.prefix.clone() }
+    }
+
     /// The bytes of `name`; a missing file is an [`Error::Io`] naming it.
     pub fn read(&self, name: &str) -> Result<Cow<'static, [u8]>> {
         let path = self.root.join(name);
@@ -133,5 +160,47 @@ impl ModelFiles {
             return Ok(None);
         }
         parse_json(&self.read(name)?, &self.path(name)).map(Some)
+    }
+}
+
+/// The bytes of one file of an in-memory folder, kept alive by a share of the folder's files.
+pub(crate) struct SharedBytes {
+    files: Arc<BTreeMap<String, Cow<'static, [u8]>>>,
+    key: String,
+}
+
+impl SharedBytes {
+    /// The file's bytes. They stay at one address while `self` lives: the map behind the `Arc`
+    /// is never changed after `ModelFiles::from_memory` builds it (nothing takes it mutably), and
+    /// a `Cow`'s bytes (a `Vec`'s heap buffer, or static data) do not move with the map.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.files[&self.key]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loaded_pipeline_keeps_the_small_files_but_not_the_weights() {
+        let names = [
+            "config.json",
+            "model.safetensors",
+            "model-00001-of-00002.safetensors",
+            "pytorch_model.bin",
+            "vocab.txt",
+            "2_Dense/model.safetensors",
+        ];
+        let files = ModelFiles::from_memory("mem", names.map(|n| (n, n.as_bytes().to_vec()))).unwrap();
+        let kept = files.without_weights();
+        let has: Vec<bool> = names.iter().map(|n| kept.contains(n)).collect();
+        assert_eq!(has, [true, false, false, false, true, true]);
+        assert_eq!(&*kept.read("vocab.txt").unwrap(), b"vocab.txt");
+        // The shared bytes are the folder's own, not a copy.
+        let shared = files.shared("model.safetensors").unwrap().unwrap();
+        assert_eq!(shared.bytes(), b"model.safetensors");
+        assert!(std::ptr::eq(shared.bytes(), &*files.memory.as_ref().unwrap()["model.safetensors"]));
+        assert!(ModelFiles::from_dir("/nowhere").shared("model.safetensors").unwrap().is_none());
     }
 }

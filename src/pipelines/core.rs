@@ -168,7 +168,8 @@ impl<M: TaskModel + Sync> Pipeline<M> {
         let mut model: M = Checkpoint::from_files(files)?.load(&config, options.dtype, &options.device)?;
         model.quantize(options.quantization)?;
         let workers = Workers::new(options.threads)?;
-        Ok(Self { model, tokenizer, config, files: files.clone(), options, max_length, workers })
+        // The weights are in the model now: an in-memory folder's copy of them is let go.
+        Ok(Self { model, tokenizer, config, files: files.without_weights(), options, max_length, workers })
     }
 
     /// Runs `forward` on batches of similar length, inside the pipeline's thread pool, and
