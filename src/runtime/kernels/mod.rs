@@ -195,7 +195,11 @@ impl Level {
             self == Level::Portable
                 || (self == Level::Simd128 && cfg!(all(target_arch = "wasm32", target_feature = "simd128")))
                 || (self == Level::RelaxedSimd
-                    && cfg!(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd")))
+                    && cfg!(all(
+                        target_arch = "wasm32",
+                        target_feature = "simd128",
+                        target_feature = "relaxed-simd"
+                    )))
         }
     }
 

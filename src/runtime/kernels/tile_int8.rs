@@ -148,15 +148,23 @@ pub(crate) struct I8Kernel {
     pub tile: unsafe fn(&I8Tile),
 }
 
-static PORTABLE: I8Kernel =
-    I8Kernel { mr: 4, nr: 16, a_stride: 4, weight_max: 127.0, layout: StepLayout::ByK, signed_inputs: false, tile: portable::tile };
+static PORTABLE: I8Kernel = I8Kernel {
+    mr: 4,
+    nr: 16,
+    a_stride: 4,
+    weight_max: 127.0,
+    layout: StepLayout::ByK,
+    signed_inputs: false,
+    tile: portable::tile,
+};
 #[cfg(target_arch = "x86_64")]
 static AVX2: I8Kernel = I8Kernel {
     mr: 5,
     nr: 16,
     a_stride: 8,
     weight_max: 63.0,
-    layout: StepLayout::Quads, signed_inputs: false,
+    layout: StepLayout::Quads,
+    signed_inputs: false,
     tile: avx2::tile::<false>,
 };
 #[cfg(target_arch = "x86_64")]
@@ -165,7 +173,8 @@ static AVX_VNNI: I8Kernel = I8Kernel {
     nr: 16,
     a_stride: 8,
     weight_max: 127.0,
-    layout: StepLayout::Quads, signed_inputs: false,
+    layout: StepLayout::Quads,
+    signed_inputs: false,
     tile: avx2::tile::<true>,
 };
 #[cfg(target_arch = "x86_64")]
@@ -174,7 +183,8 @@ static AVX512_VNNI: I8Kernel = I8Kernel {
     nr: 32,
     a_stride: 16,
     weight_max: 127.0,
-    layout: StepLayout::Quads, signed_inputs: false,
+    layout: StepLayout::Quads,
+    signed_inputs: false,
     tile: avx512_vnni::tile,
 };
 
@@ -184,7 +194,8 @@ static NEON_DOTPROD: I8Kernel = I8Kernel {
     nr: 12,
     a_stride: 8,
     weight_max: 127.0,
-    layout: StepLayout::Quads, signed_inputs: false,
+    layout: StepLayout::Quads,
+    signed_inputs: false,
     tile: neon_dotprod::tile,
 };
 #[cfg(target_arch = "aarch64")]
@@ -193,7 +204,8 @@ static NEON_I8MM: I8Kernel = I8Kernel {
     nr: 8,
     a_stride: 8,
     weight_max: 127.0,
-    layout: StepLayout::Pairs, signed_inputs: false,
+    layout: StepLayout::Pairs,
+    signed_inputs: false,
     tile: neon_i8mm::tile,
 };
 
@@ -208,8 +220,15 @@ static RELAXED_SIMD: I8Kernel = I8Kernel {
     tile: relaxed_simd::tile,
 };
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-static SIMD128: I8Kernel =
-    I8Kernel { mr: 5, nr: 4, a_stride: 5, weight_max: 127.0, layout: StepLayout::Quads, signed_inputs: false, tile: simd128::tile };
+static SIMD128: I8Kernel = I8Kernel {
+    mr: 5,
+    nr: 4,
+    a_stride: 5,
+    weight_max: 127.0,
+    layout: StepLayout::Quads,
+    signed_inputs: false,
+    tile: simd128::tile,
+};
 
 impl I8Kernel {
     pub fn for_level(level: Level) -> &'static I8Kernel {
@@ -666,7 +685,9 @@ mod relaxed_simd {
             // dwords (checked by `tile`); v128 loads take any alignment.
             let (weights, line): ([v128; W], _) = unsafe {
                 (
-                    std::array::from_fn(|v| i8x16_add(v128_load(b.add(step * NR * 4 + 16 * v).cast()), offset)),
+                    std::array::from_fn(|v| {
+                        i8x16_add(v128_load(b.add(step * NR * 4 + 16 * v).cast()), offset)
+                    }),
                     a.add(step * MR),
                 )
             };
