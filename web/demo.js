@@ -33,9 +33,10 @@ export async function loadEncoder({ url, files, options = {} }) {
   return await (files ? SentenceEncoder.fromFiles(files, options) : SentenceEncoder.fromUrl(url, options));
 }
 
-/** `{label, score}` of one sentence. */
+/** `{label, score}` of one sentence, or one per sentence of an array. */
 export async function classify(model, text) {
-  return (await model.classifier.classify([text]))[0];
+  const rows = await model.classifier.classify(Array.isArray(text) ? text : [text]);
+  return Array.isArray(text) ? rows : rows[0];
 }
 
 /** The cosine similarity of two sentences' embeddings. */

@@ -86,10 +86,14 @@ enum Expect {
     /// An `Error` whose message holds this text.
     Error(&'static str),
     /// `rows` rows, and the page's timer kept firing while the call ran (a Worker did the work).
-    Responsive { rows: usize },
+    Responsive {
+        rows: usize,
+    },
     /// `rows` rows, and the page's timer stood still for most of the call (it ran on the page's
     /// thread): the evidence that `Responsive` measures what it claims to.
-    Frozen { rows: usize },
+    Frozen {
+        rows: usize,
+    },
 }
 
 fn case(
@@ -137,14 +141,17 @@ const INT8_AT_63: &str = "ROFORMER_BROWSER_INT8_AT_63";
 /// SST-2 model, at the native level in force.
 fn int8_outputs() -> BTreeMap<String, Vec<(String, f32)>> {
     let int8 = PipelineOptions::default().with_quantization(Quantization::Int8);
-    [("cls", "tests/fixtures/pipelines/cls", texts_of("tests/fixtures/pipelines/cls")), ("sst2", SST2, sst2_texts())]
-        .into_iter()
-        .map(|(name, folder, texts)| {
-            let classifier = TextClassifier::from_pretrained_with(fixture(folder), int8.clone()).unwrap();
-            let rows = classifier.classify(&texts).unwrap().into_iter().map(|c| (c.label, c.score)).collect();
-            (name.to_string(), rows)
-        })
-        .collect()
+    [
+        ("cls", "tests/fixtures/pipelines/cls", texts_of("tests/fixtures/pipelines/cls")),
+        ("sst2", SST2, sst2_texts()),
+    ]
+    .into_iter()
+    .map(|(name, folder, texts)| {
+        let classifier = TextClassifier::from_pretrained_with(fixture(folder), int8.clone()).unwrap();
+        let rows = classifier.classify(&texts).unwrap().into_iter().map(|c| (c.label, c.score)).collect();
+        (name.to_string(), rows)
+    })
+    .collect()
 }
 
 /// The int8 outputs with weights up to ±63, as the relaxed-SIMD module quantizes them. The
@@ -670,9 +677,12 @@ fn verdict(expect: &Expect, result: &Value) -> Result<String, String> {
             if output["rows"] != json!(rows) {
                 return Err(format!("{} rows for {rows} texts", output["rows"]));
             }
-            let summary = format!("{rows} rows in {ms:.0} ms; the 10 ms timer fired {ticks} times, longest gap {gap:.0} ms");
-            // A second of work is long enough to tell a page that answers from one that froze.
-            if !(ms >= 1000.0) {
+            let summary = format!(
+                "{rows} rows in {ms:.0} ms; the 10 ms timer fired {ticks} times, longest gap {gap:.0} ms"
+            );
+            // A second of work is long enough to tell a page that answers from one that froze (a
+            // NaN, no timing at all, is too short too).
+            if ms.is_nan() || ms < 1000.0 {
                 return Err(format!("{summary}: too short a call to tell"));
             }
             match expect {
@@ -765,7 +775,11 @@ fn the_page_matches_the_native_crate() {
         .arg(unpacked.parent().unwrap())
         .status()
         .expect("tar runs");
-    assert!(status.success() && unpacked.join("package.json").is_file(), "cannot unpack {}", tarball.display());
+    assert!(
+        status.success() && unpacked.join("package.json").is_file(),
+        "cannot unpack {}",
+        tarball.display()
+    );
     broken_fixture();
     // The plain module's int8 kernel takes weights up to ±127, as the native portable level does
     // (the relaxed module's are compared with the AVX2 level's, `int8_at_63`): the native side
@@ -795,7 +809,9 @@ fn the_page_matches_the_native_crate() {
             println!("FAIL init({{simd: {simd:?}}}) loaded the {} module", report["simd"]);
             failed.push(format!("{simd}: module"));
         }
-        failed.extend(failures(&cases, &report, module == "relaxed").into_iter().map(|id| format!("{module}: {id}")));
+        failed.extend(
+            failures(&cases, &report, module == "relaxed").into_iter().map(|id| format!("{module}: {id}")),
+        );
     }
     let _ = std::fs::remove_dir_all(&work);
     assert!(failed.is_empty(), "{} failures of {} cases × 2 modules: {failed:?}", failed.len(), cases.len());
