@@ -77,7 +77,13 @@ struct Case {
     /// What the relaxed-SIMD module must give instead, where it differs from the plain one:
     /// its int8 kernel takes weights up to ±63 (`int8_at_63`).
     relaxed: Option<Expect>,
+    /// The case without workers whose rows this one's must repeat (within `TWIN_TOLERANCE`).
+    twin: Option<&'static str>,
 }
+
+/// How far a pool's rows may stray from the same call's without workers: each chunk is batched
+/// and padded on its own, which moves the last bits of a float.
+const TWIN_TOLERANCE: f64 = 1e-6;
 
 enum Expect {
     Classes(Vec<(String, f32)>),
@@ -115,12 +121,17 @@ fn case(
         "id": id, "call": call, "folder": folder, "source": source, "files": files,
         "options": options, "input": input,
     });
-    Case { plan, expect, relaxed: None }
+    Case { plan, expect, relaxed: None, twin: None }
 }
 
 impl Case {
     fn relaxed(mut self, expect: Expect) -> Self {
         self.relaxed = Some(expect);
+        self
+    }
+
+    fn twin(mut self, id: &'static str) -> Self {
+        self.twin = Some(id);
         self
     }
 }
@@ -383,7 +394,8 @@ fn cases() -> Vec<Case> {
             two.clone(),
             json!(cls_texts),
             classes(classifier.classify(&cls_texts)),
-        ),
+        )
+        .twin("classify, fromFiles"),
         case(
             "2 workers: classifyPairs, fromUrl",
             "classifyPairs",
@@ -392,7 +404,8 @@ fn cases() -> Vec<Case> {
             two.clone(),
             json!(pairs),
             classes(classifier.classify_pairs(&pairs)),
-        ),
+        )
+        .twin("classifyPairs, fromFiles"),
         case(
             "2 workers: classify int8, fromFiles",
             "classify",
@@ -402,6 +415,7 @@ fn cases() -> Vec<Case> {
             json!(cls_texts),
             classes(classifier8.classify(&cls_texts)),
         )
+        .twin("classify int8, fromUrl")
         .relaxed(relaxed_int8("cls")),
         case(
             "2 workers: built-in SST-2, demo similarity",
@@ -411,7 +425,8 @@ fn cases() -> Vec<Case> {
             two.clone(),
             json!(similar),
             Expect::Numbers(sims),
-        ),
+        )
+        .twin("built-in SST-2, demo similarity"),
         case(
             "2 workers: sentence-transformers 6, fromFiles",
             "encode",
@@ -420,7 +435,8 @@ fn cases() -> Vec<Case> {
             two.clone(),
             json!({"texts": st6_texts}),
             Expect::Vectors(st6_encoder.encode(&st6_texts).unwrap()),
-        ),
+        )
+        .twin("sentence-transformers 6 (tokenizer.json, Dense, Normalize), fromFiles"),
         case(
             "2 workers: Chinese with jieba, fromUrl",
             "encode",
@@ -429,7 +445,8 @@ fn cases() -> Vec<Case> {
             two.clone(),
             json!({"texts": zh_texts}),
             Expect::Vectors(zh_encoder.encode(&zh_texts).unwrap()),
-        ),
+        )
+        .twin("Chinese with jieba, fromUrl"),
         case(
             "2 workers: a missing tensor",
             "classify",
@@ -606,6 +623,21 @@ fn version(program: &str, arg: &str) -> String {
         .unwrap_or_else(|e| format!("{program}: {e}"))
 }
 
+/// The largest difference between the numbers of two JSON values of the same shape, whose other
+/// leaves (labels) are equal; `None` when they differ otherwise.
+fn max_leaf_diff(a: &Value, b: &Value) -> Option<f64> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => Some((x.as_f64()? - y.as_f64()?).abs()),
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).try_fold(0f64, |m, (x, y)| Some(m.max(max_leaf_diff(x, y)?)))
+        }
+        (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+            x.iter().try_fold(0f64, |m, (k, v)| Some(m.max(max_leaf_diff(v, y.get(k)?)?)))
+        }
+        _ => (a == b).then_some(0.0),
+    }
+}
+
 /// Whether a difference is within the tolerance (a NaN is not).
 fn within(difference: f32) -> bool {
     difference <= TOLERANCE
@@ -744,7 +776,27 @@ fn failures(cases: &[Case], report: &Value, relaxed: bool) -> Vec<String> {
     for case in cases {
         let id = case.plan["id"].as_str().unwrap();
         let expect = case.relaxed.as_ref().filter(|_| relaxed).unwrap_or(&case.expect);
-        match results.get(id).ok_or_else(|| "no result".to_string()).and_then(|r| verdict(expect, r)) {
+        let twin = |summary: String| match case.twin {
+            None => Ok(summary),
+            Some(twin) => {
+                let (ours, theirs) =
+                    (&results[id]["output"], &results.get(twin).ok_or("no twin result")?["output"]);
+                match max_leaf_diff(ours, theirs) {
+                    Some(d) if d <= TWIN_TOLERANCE => {
+                        Ok(format!("{summary}; {d:.1e} from the rows without workers"))
+                    }
+                    _ => Err(format!(
+                        "rows differ from the rows without workers ({twin:?}): {ours} against {theirs}"
+                    )),
+                }
+            }
+        };
+        match results
+            .get(id)
+            .ok_or_else(|| "no result".to_string())
+            .and_then(|r| verdict(expect, r))
+            .and_then(twin)
+        {
             Ok(summary) => println!("ok   {id}: {summary}"),
             Err(problem) => {
                 println!("FAIL {id}: {problem}");
