@@ -163,6 +163,17 @@ def ort_runner(path, tok, max_length=128):
     return classify, forward_ids
 
 
+def peer_systems(folder, name):
+    """The peers on the model in `folder`, by name: transformers, and ONNX Runtime on its f32 and int8 exports."""
+    tok = tokenizer_for(folder)
+    f32, int8 = export_onnx(folder, name)
+    return {
+        "transformers": torch_runner(folder, tok),
+        "onnxruntime f32": ort_runner(f32, tok),
+        "onnxruntime int8": ort_runner(int8, tok),
+    }
+
+
 def ours_rate(folder, data, batch_size, quantize, runs):
     exe = ROOT / "target" / "release" / "examples" / "classify"
     args = [str(exe), "--model", str(folder), "--input", str(data), "--task", "sst2",
@@ -238,15 +249,8 @@ def main():
     results["versions"].update(transformers=transformers.__version__, onnxruntime=onnxruntime.__version__)
 
     base = build_base(args.vocab)
-    tok = tokenizer_for(base)
-    f32, int8 = export_onnx(base, "base")
-    systems = {
-        "transformers": torch_runner(base, tok),
-        "onnxruntime f32": ort_runner(f32, tok),
-        "onnxruntime int8": ort_runner(int8, tok),
-    }
     base_rows = {}
-    for name, (classify, forward_ids) in systems.items():
+    for name, (classify, forward_ids) in peer_systems(base, "base").items():
         rate = median_rate(len(sentences), lambda: [classify(b) for b in batches(sentences, 32)], args.runs)
         base_rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": latency(forward_ids, n) for n in (16, 128)}}
         print(f"base  {name:18} {rate:8.1f} sentences/s", flush=True)
@@ -260,15 +264,8 @@ def main():
 
     if not args.skip_small:
         small = ROOT / "models" / "roformer-sst2"
-        tok_small = tokenizer_for(small)
-        sf32, sint8 = export_onnx(small, "small")
-        small_systems = {
-            "transformers": torch_runner(small, tok_small),
-            "onnxruntime f32": ort_runner(sf32, tok_small),
-            "onnxruntime int8": ort_runner(sint8, tok_small),
-        }
         small_rows = {}
-        for name, (classify, _) in small_systems.items():
+        for name, (classify, _) in peer_systems(small, "small").items():
             small_rows[name] = {
                 f"batch_{b}": median_rate(len(sentences), lambda: [classify(x) for x in batches(sentences, b)], 5)
                 for b in (1, 32)
