@@ -10,43 +10,26 @@ dataset is repartitioned so that every actor has blocks to work on and the serve
 busy. Checks that every input row comes back with one embedding, in order.
 """
 
-import argparse
 import sys
 import time
 
 import ray
-import requests
 
-from tsv_texts import read_texts
+from scale_client import EmbedClient, client_arguments, read_texts
 
 
 class Embed:
     def __init__(self, url, api_key):
-        self.url = url.rstrip("/") + "/embed"
-        self.session = requests.Session()
-        if api_key:
-            self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self.client = EmbedClient(url, api_key)
 
     def __call__(self, batch):
-        texts = [str(t) for t in batch["text"]]
-        r = self.session.post(self.url, json={"inputs": texts, "truncate": True}, timeout=120)
-        r.raise_for_status()
-        embeddings = r.json()
-        if len(embeddings) != len(texts):
-            raise RuntimeError(f"{len(texts)} texts, {len(embeddings)} embeddings")
-        batch["embedding"] = embeddings
+        batch["embedding"] = self.client.embed([str(t) for t in batch["text"]])
         return batch
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8080")
-    parser.add_argument("--input", default="../shared/data/glue/SST-2/dev.tsv")
-    parser.add_argument("--column", default="sentence")
-    parser.add_argument("--rows", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=32, help="texts per request (<= --max-client-batch-size)")
+    parser = client_arguments(__doc__.splitlines()[0])
     parser.add_argument("--actors", type=int, default=4)
-    parser.add_argument("--api-key", default=None)
     args = parser.parse_args()
 
     texts = read_texts(args.input, args.column, args.rows)

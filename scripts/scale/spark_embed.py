@@ -10,49 +10,31 @@ server's queue stays busy. Needs Java (Debian's openjdk-17-jre-headless). Checks
 input row comes back with one embedding.
 """
 
-import argparse
 import os
 import sys
 import time
 
 import pandas as pd
-import requests
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, pandas_udf, size
 
-from tsv_texts import read_texts
+from scale_client import EmbedClient, client_arguments, read_texts
 
 
 def embed_udf(url, batch_size, api_key):
-    endpoint = url.rstrip("/") + "/embed"
-
     @pandas_udf("array<float>")
     def embed(texts: pd.Series) -> pd.Series:
-        session, out = requests.Session(), []
-        if api_key:
-            session.headers["Authorization"] = f"Bearer {api_key}"
+        client, out = EmbedClient(url, api_key), []
         for i in range(0, len(texts), batch_size):
-            chunk = texts[i:i + batch_size].tolist()
-            r = session.post(endpoint, json={"inputs": chunk, "truncate": True}, timeout=120)
-            r.raise_for_status()
-            got = r.json()
-            if len(got) != len(chunk):
-                raise RuntimeError(f"{len(chunk)} texts, {len(got)} embeddings")
-            out.extend(got)
+            out.extend(client.embed(texts[i:i + batch_size].tolist()))
         return pd.Series(out)
 
     return embed
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8080")
-    parser.add_argument("--input", default="../shared/data/glue/SST-2/dev.tsv")
-    parser.add_argument("--column", default="sentence")
-    parser.add_argument("--rows", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=32, help="texts per request (<= --max-client-batch-size)")
+    parser = client_arguments(__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--api-key", default=None)
     args = parser.parse_args()
 
     # The workers run this interpreter (the one with pandas and requests).
