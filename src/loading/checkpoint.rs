@@ -248,7 +248,7 @@ fn open_weight_file(folder: &ModelFiles, name: &str) -> Result<WeightFile> {
         source: None,
     };
     let pickle = path.extension().is_some_and(|e| e == "bin" || e == "pt" || e == "pth");
-    if !folder.is_on_disk() {
+    if let Some(bytes) = folder.shared(name)? {
         if pickle {
             return Err(Error::Checkpoint {
                 path: path.clone(),
@@ -257,7 +257,6 @@ fn open_weight_file(folder: &ModelFiles, name: &str) -> Result<WeightFile> {
                 source: None,
             });
         }
-        let bytes = folder.shared(name)?.expect("an in-memory folder shares its files");
         return MemorySafetensors::new(bytes).map(WeightFile::Memory).map_err(corrupt);
     }
     if pickle {
