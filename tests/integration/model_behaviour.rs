@@ -23,10 +23,14 @@ fn half_precision_stays_within_stated_bounds() {
     // itself, run in bf16 on this fixture, lands 0.13 max abs and 1.5e-2 relative from f32.
     // On aarch64 CPUs with FP16 arithmetic, the gemm crate under candle multiplies f16 natively
     // and sums in f16 as well, where x86 widens to f32: under qemu we measured 4.5e-2 max abs and
-    // 5.6e-3 relative there, still inside bf16's bounds.
+    // 5.6e-3 relative there, still inside bf16's bounds. On CUDA, Candle's softmax, norms and
+    // activations compute in f16 as well (cuBLAS sums the products in f32): on an H100 we measured
+    // 3.3e-2 max abs and 2.5e-3 relative (scripts/checks/gpu_check.sh prints it beside
+    // transformers' own f16 on the same GPU).
     let reference = Reference::load("base");
     let expected = reference.tensor("batch.last_hidden_state");
-    let f16 = if cfg!(target_arch = "aarch64") && device().is_cpu() { (6e-2, 8e-3) } else { (2e-2, 2e-3) };
+    let f16_in_f16 = (cfg!(target_arch = "aarch64") && device().is_cpu()) || device().is_cuda();
+    let f16 = if f16_in_f16 { (6e-2, 8e-3) } else { (2e-2, 2e-3) };
     for (dtype, max_abs, max_rel) in [(DType::F16, f16.0, f16.1), (DType::BF16, 3e-1, 3e-2)] {
         let model: RoFormerModel = load_dir(model_fixture("base"), dtype, device()).unwrap();
         let out = model.forward(batch_inputs(&reference)).unwrap();
