@@ -3,9 +3,15 @@
 //! effective GFLOP/s (the layer's multiply-adds × 2 over the time). Compare levels by running it
 //! under `ROFORMER_CPU_LEVEL=avx2` (or `portable`, `avx-vnni`, `avx512`, `avx512-vnni`).
 //!
-//! `cargo bench --bench kernels [-- <batch>x<seq>,... [f32|int8]]`; the default shapes are a batch
-//! of 32 SST-2-like sentences (32x25), one short sentence (1x16) and one long input (1x2048), in
-//! both precisions (naming one leaves the other out, for a profiler).
+//! `cargo bench --bench kernels [-- <batch>x<seq>,... [f32|int8|bf16]]`; the default shapes are a
+//! batch of 32 SST-2-like sentences (32x25), one short sentence (1x16) and one long input (1x2048),
+//! in every precision (naming one leaves the others out, for a profiler).
+//!
+//! `cargo bench --bench kernels -- gemm` times a base layer's products alone instead (M = 512,
+//! K = 768, N = 768 and 3072) at every level this CPU runs, in each precision, in TMAC/s (int8's
+//! input quantization and bf16's rounding included), on 1 and 2 threads, beside a plain `tdpbusd`
+//! loop on registers as the AMX unit's peak; then, where a level has a tile program, each row
+//! count's time with the tiles and with the register kernel, which puts the crossover.
 
 use std::time::Instant;
 
@@ -14,6 +20,9 @@ use candle_nn::{VarBuilder, VarMap};
 use roformer::{Config, Inputs, Quantization, RoFormerModel};
 
 fn main() {
+    if std::env::args().skip(1).any(|a| a == "gemm") {
+        return gemm();
+    }
     let shapes: Vec<(usize, usize)> = std::env::args()
         .skip(1)
         .find(|a| a.contains('x'))
@@ -40,9 +49,9 @@ fn main() {
     drop(trained);
     let level = std::env::var("ROFORMER_CPU_LEVEL").unwrap_or_else(|_| "the CPU's best".into());
     println!("level: {level}");
-    let only = std::env::args().skip(1).find(|a| a == "f32" || a == "int8");
-    for quantization in [Quantization::None, Quantization::Int8] {
-        let name = if quantization == Quantization::None { "f32" } else { "int8" };
+    let only = std::env::args().skip(1).find(|a| ["f32", "int8", "bf16"].contains(&a.as_str()));
+    for quantization in [Quantization::None, Quantization::Int8, Quantization::Bf16] {
+        let name = if quantization == Quantization::None { "f32".into() } else { quantization.to_string() };
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
@@ -62,10 +71,61 @@ fn main() {
                 best = best.min(start.elapsed().as_secs_f64());
             }
             println!(
-                "{quantization:5} {batch}x{seq}: best {:.2} ms, {:.0} effective GFLOP/s",
+                "{name:5} {batch}x{seq}: best {:.2} ms, {:.0} effective GFLOP/s",
                 best * 1e3,
                 flop / best / 1e9
             );
         }
+    }
+}
+
+/// The products alone, per level and precision, and the tile programs' crossover.
+fn gemm() {
+    use roformer::kernel_probe::{amx_int8_peak, gemm_seconds, levels, Tiles};
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l[l.find(':').map_or(0, |i| i + 2)..].to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.into());
+    println!("{cpu}; levels {}", levels().join(", "));
+    match amx_int8_peak() {
+        Some(peak) => println!("tdpbusd on registers (the unit's int8 peak), 1 thread: {peak:.2} TMAC/s"),
+        None => println!("tdpbusd: no usable AMX unit here"),
+    }
+    let tmacs = |(m, k, n): (usize, usize, usize), seconds: f64| (m * k * n) as f64 / seconds / 1e12;
+    println!("\nM = 512, K = 768 | TMAC/s at N = 768, 1 thread | 2 threads | N = 3072, 1 thread | 2 threads");
+    for level in levels() {
+        for precision in ["f32", "int8", "bf16"] {
+            let mut cells = Vec::new();
+            for n in [768, 3072] {
+                for threads in [1, 2] {
+                    let shape = (512, 768, n);
+                    let seconds =
+                        gemm_seconds(level, precision, Tiles::Level, shape, threads, 10).expect("gemm");
+                    cells.push(format!("{:.3}", tmacs(shape, seconds)));
+                }
+            }
+            println!("| {level} {precision} | {} |", cells.join(" | "));
+        }
+    }
+    if !levels().contains(&"amx") {
+        println!("\nno tile program on this CPU: no crossover to measure");
+        return;
+    }
+    println!("\namx: µs per product, tiles / registers, 1 thread (K = 768)");
+    println!("| M | int8 N = 768 | int8 N = 3072 | bf16 N = 768 | bf16 N = 3072 |");
+    for m in [1, 4, 8, 16, 24, 32, 48, 64, 128, 512] {
+        let mut cells = Vec::new();
+        for precision in ["int8", "bf16"] {
+            for n in [768, 3072] {
+                let time =
+                    |tiles| gemm_seconds("amx", precision, tiles, (m, 768, n), 1, 20).expect("gemm") * 1e6;
+                cells.push(format!("{:.0} / {:.0}", time(Tiles::Always), time(Tiles::Never)));
+            }
+        }
+        println!("| {m} | {} |", cells.join(" | "));
     }
 }

@@ -101,6 +101,10 @@ pub use runtime::quantization::Quantization;
 pub use runtime::rope_scaling::{RopeScaling, Yarn};
 pub use runtime::scores;
 
+/// Timing probes of the fused kernels for `benches/kernels.rs`; not part of the API.
+#[doc(hidden)]
+pub use runtime::kernels::probe as kernel_probe;
+
 /// The README's code blocks, compiled (and, unless marked `no_run`, run) as doctests.
 #[cfg(all(doctest, feature = "bundled-sst2"))]
 #[doc = include_str!("../README.md")]

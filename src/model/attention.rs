@@ -15,6 +15,7 @@ use crate::runtime::kernels::attention::{Rotation, Segments};
 use crate::runtime::kernels::Level;
 use crate::runtime::kv_cache::LayerCache;
 use crate::runtime::ops::softmax_last_dim;
+use crate::runtime::quantization::Quantization;
 
 /// The query, key and value projections.
 #[derive(Debug, Clone)]
@@ -46,9 +47,9 @@ impl Projections {
         Ok(Projections::Stacked(Linear::new(weight, bias, engine)?))
     }
 
-    fn quantize(&mut self) -> Result<()> {
+    fn quantize(&mut self, precision: Quantization) -> Result<()> {
         match self {
-            Projections::Stacked(qkv) => qkv.quantize(),
+            Projections::Stacked(qkv) => qkv.quantize(precision),
             Projections::Separate { .. } => {
                 Err(Error::Unsupported("a model loaded for training cannot be quantized".into()))
             }
@@ -218,10 +219,10 @@ impl Attention {
         })
     }
 
-    /// Int8 weights for the projections and the output dense.
-    pub fn quantize(&mut self) -> Result<()> {
-        self.self_attention.projections.quantize()?;
-        self.output.dense.quantize()
+    /// The projections' and the output dense's weights in `precision`.
+    pub fn quantize(&mut self, precision: Quantization) -> Result<()> {
+        self.self_attention.projections.quantize(precision)?;
+        self.output.dense.quantize(precision)
     }
 
     pub fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {

@@ -10,6 +10,7 @@ use crate::model::layers::{Linear, Norm};
 use crate::model::pass::Pass;
 use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
+use crate::runtime::quantization::Quantization;
 
 /// The feed-forward block: `intermediate` (dense + activation) then `output` (dense, residual, norm).
 #[derive(Debug, Clone)]
@@ -33,9 +34,9 @@ impl FeedForward {
         })
     }
 
-    fn quantize(&mut self) -> Result<()> {
-        self.intermediate.quantize()?;
-        self.output.quantize()
+    fn quantize(&mut self, precision: Quantization) -> Result<()> {
+        self.intermediate.quantize(precision)?;
+        self.output.quantize(precision)
     }
 
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
@@ -59,9 +60,9 @@ impl Layer {
         })
     }
 
-    fn quantize(&mut self) -> Result<()> {
-        self.attention.quantize()?;
-        self.feed_forward.quantize()
+    fn quantize(&mut self, precision: Quantization) -> Result<()> {
+        self.attention.quantize(precision)?;
+        self.feed_forward.quantize(precision)
     }
 
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
@@ -83,9 +84,9 @@ impl Encoder {
         Ok(Self { layers })
     }
 
-    /// Int8 weights for every linear layer of every layer.
-    pub fn quantize(&mut self) -> Result<()> {
-        self.layers.iter_mut().try_for_each(Layer::quantize)
+    /// Every linear layer of every layer in `precision`.
+    pub fn quantize(&mut self, precision: Quantization) -> Result<()> {
+        self.layers.iter_mut().try_for_each(|layer| layer.quantize(precision))
     }
 
     /// Runs every layer; with `hidden_states`, also collects the input and each layer's output.

@@ -11,14 +11,15 @@ use crate::loading::config::{Config, NormType};
 use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 use crate::runtime::kernels;
-use crate::runtime::kernels::gemm::{PackedF32, PackedI8};
+use crate::runtime::kernels::gemm::{PackedBf16, PackedF32, PackedI8};
+use crate::runtime::quantization::Quantization;
 
 /// A dense layer `x Wᵀ + b`, in the form its engine computes with.
 #[derive(Debug, Clone)]
 pub(crate) enum Linear {
     /// Candle's matmul over the weight tensor (out, in).
     Candle { weight: Tensor, bias: Option<Tensor> },
-    /// The weight packed for the fused kernels: f32, or int8 once quantized.
+    /// The weight packed for the fused kernels: f32, or int8 or bf16 once quantized.
     Fused { weight: Packed, bias: Option<Tensor> },
 }
 
@@ -27,6 +28,7 @@ pub(crate) enum Linear {
 pub(crate) enum Packed {
     F32(Arc<PackedF32>),
     Int8(Arc<PackedI8>),
+    Bf16(Arc<PackedBf16>),
 }
 
 /// Loads `weight` (out, in) and, with `bias`, the bias of the dense layer under `vb`.
@@ -71,13 +73,22 @@ impl Linear {
         }
     }
 
-    /// Quantizes the weight to int8 (per output channel), for the fused engine's int8 kernel.
-    pub fn quantize(&mut self) -> Result<()> {
+    /// Repacks the f32 weight in `precision`: int8 per output channel, or bf16, for the fused
+    /// engine's kernels of that precision.
+    pub fn quantize(&mut self, precision: Quantization) -> Result<()> {
         match self {
             Linear::Fused { weight, .. } => {
                 if let Packed::F32(packed) = weight {
-                    let (n, k) = packed.dims();
-                    *weight = Packed::Int8(Arc::new(PackedI8::new(packed.level(), &packed.unpack(), n, k)));
+                    let (level, (n, k)) = (packed.level(), packed.dims());
+                    match precision {
+                        Quantization::None => {}
+                        Quantization::Int8 => {
+                            *weight = Packed::Int8(Arc::new(PackedI8::new(level, &packed.unpack(), n, k)))
+                        }
+                        Quantization::Bf16 => {
+                            *weight = Packed::Bf16(Arc::new(PackedBf16::new(level, &packed.unpack(), n, k)))
+                        }
+                    }
                 }
                 Ok(())
             }
@@ -85,16 +96,16 @@ impl Linear {
                 "a model loaded for training cannot be quantized".to_string()
             } else if !weight.device().is_cpu() {
                 format!(
-                    "int8 runs on the CPU only, and this model is on {:?}: load it on the CPU or leave quantization off",
+                    "{precision} runs on the CPU only, and this model is on {:?}: load it on the CPU or leave quantization off",
                     weight.device().location()
                 )
             } else if weight.dtype() != candle_core::DType::F32 {
                 format!(
-                    "int8 is quantized from f32 weights, and this model was loaded in {:?}",
+                    "{precision} is quantized from f32 weights, and this model was loaded in {:?}",
                     weight.dtype()
                 )
             } else {
-                "int8 runs on the fused CPU engine, and ROFORMER_ENGINE=candle chose Candle's".to_string()
+                format!("{precision} runs on the fused CPU engine, and ROFORMER_ENGINE=candle chose Candle's")
             })),
         }
     }
@@ -106,6 +117,9 @@ impl Linear {
                 kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
             }
             Linear::Fused { weight: Packed::Int8(w), bias } => {
+                kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
+            }
+            Linear::Fused { weight: Packed::Bf16(w), bias } => {
                 kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
             }
             Linear::Candle { weight, bias } => {

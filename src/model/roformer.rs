@@ -184,13 +184,14 @@ impl RoFormerModel {
         self.embeddings.word_embeddings().dtype()
     }
 
-    /// Switches the encoder's linear layers to `quantization` (once, after loading): int8
-    /// weights per output channel and int8 activations per row, on the CPU, from f32 weights.
-    /// A model loaded for training, on a GPU or in half precision is refused.
+    /// Switches the encoder's linear layers to `quantization` (once, after loading), on the
+    /// fused CPU engine, from f32 weights: int8 weights per output channel and int8 activations
+    /// per row, or bf16 weights and inputs summed in f32. A model loaded for training, on a GPU or
+    /// in half precision is refused.
     pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
         match quantization {
             Quantization::None => Ok(()),
-            Quantization::Int8 => self.encoder.quantize(),
+            Quantization::Int8 | Quantization::Bf16 => self.encoder.quantize(quantization),
         }
     }
 

@@ -21,7 +21,9 @@ use crate::runtime::rope_scaling::RopeScaling;
 pub struct PipelineOptions {
     /// CPU by default.
     pub device: Device,
-    /// F32 by default; F16 and BF16 halve the memory, at some precision.
+    /// F32 by default; F16 and BF16 halve the memory, at some precision. BF16 on the CPU is the
+    /// fused engine's bf16: the encoder's linear layers in bf16 ([`Quantization::Bf16`]), the
+    /// rest in f32.
     pub dtype: DType,
     /// Texts per forward pass (32).
     pub batch_size: usize,
@@ -41,7 +43,7 @@ pub struct PipelineOptions {
     /// Embeddings are cut to their first `truncate_dim` values (Matryoshka); `None` means the
     /// folder's `truncate_dim`, if any, else the whole embedding.
     pub truncate_dim: Option<usize>,
-    /// Int8 linear layers in the encoder (CPU only), or none.
+    /// Int8 or bf16 linear layers in the encoder (CPU only), or none.
     pub quantization: Quantization,
     /// RoPE scaling for inputs past the trained length, over the checkpoint's own (if any).
     pub rope_scaling: Option<RopeScaling>,
@@ -73,6 +75,25 @@ impl Default for PipelineOptions {
 }
 
 impl PipelineOptions {
+    /// The dtype the checkpoint loads in, and the precision of the encoder's linear layers.
+    /// BF16 on the CPU is decided here, once: the fused engine's bf16 (f32 loaded, then the linear
+    /// layers repacked), as Candle's CPU matmul has no bf16 kernel; under
+    /// `ROFORMER_ENGINE=candle`, Candle's BF16 as asked.
+    pub(crate) fn load_precision(&self) -> Result<(DType, Quantization)> {
+        let fused_bf16 =
+            self.dtype == DType::BF16 && self.device.is_cpu() && !crate::runtime::engine::candle_requested()?;
+        if !fused_bf16 {
+            return Ok((self.dtype, self.quantization));
+        }
+        match self.quantization {
+            Quantization::None | Quantization::Bf16 => Ok((DType::F32, Quantization::Bf16)),
+            Quantization::Int8 => Err(Error::option(
+                "quantization",
+                "int8 cannot be combined with dtype bf16: int8 is quantized from f32 weights (leave the dtype f32)",
+            )),
+        }
+    }
+
     /// Runs on `device` (CPU by default).
     pub fn with_device(mut self, device: Device) -> Self {
         self.device = device;

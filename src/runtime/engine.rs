@@ -53,7 +53,7 @@ impl Engine {
 }
 
 /// Whether `ROFORMER_ENGINE` names Candle's engine (`candle`) rather than the default (`fused`).
-fn candle_requested() -> Result<bool> {
+pub(crate) fn candle_requested() -> Result<bool> {
     use std::sync::OnceLock;
     static CHOICE: OnceLock<std::result::Result<bool, String>> = OnceLock::new();
     CHOICE

@@ -1,6 +1,9 @@
-//! Opt-in int8 inference: the encoder's linear layers get int8 weights, quantized once per output
-//! channel, and their inputs are quantized per row at run time. Embeddings, norms, softmax, the
-//! pooler and the task heads stay in f32.
+//! Opt-in lower precision for the encoder's linear layers on the fused CPU engine:
+//! - int8: weights quantized once per output channel, inputs quantized per row at run time;
+//! - bf16: weights rounded to bf16 once, inputs rounded to bf16, products summed in f32 (AMX or
+//!   AVX-512 BF16 where the CPU has them).
+//!
+//! Embeddings, norms, attention's products, softmax, the pooler and the task heads stay in f32.
 
 use crate::error::{Error, Result};
 
@@ -13,6 +16,9 @@ pub enum Quantization {
     None,
     /// Int8 weights and activations in the encoder's linear layers, on the CPU.
     Int8,
+    /// Bf16 weights and inputs in the encoder's linear layers, summed in f32, on the CPU: what
+    /// `dtype` BF16 on the CPU loads to.
+    Bf16,
 }
 
 impl std::str::FromStr for Quantization {
@@ -21,9 +27,10 @@ impl std::str::FromStr for Quantization {
         match s {
             "none" | "f32" => Ok(Quantization::None),
             "int8" => Ok(Quantization::Int8),
+            "bf16" => Ok(Quantization::Bf16),
             _ => Err(Error::option(
                 "quantization",
-                format!("unknown quantization `{s}` (choices: none, int8)"),
+                format!("unknown quantization `{s}` (choices: none, int8, bf16)"),
             )),
         }
     }
@@ -34,6 +41,7 @@ impl std::fmt::Display for Quantization {
         f.write_str(match self {
             Quantization::None => "none",
             Quantization::Int8 => "int8",
+            Quantization::Bf16 => "bf16",
         })
     }
 }

@@ -4,39 +4,51 @@
 
 use crate::support::fixture;
 
-/// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with what each needs of the CPU
-/// (`simd128` and `relaxed-simd` are WebAssembly's, which no native CPU runs).
+/// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with whether this CPU runs each (as
+/// the crate detects it; `simd128` and `relaxed-simd` are WebAssembly's, which no native CPU runs).
 fn levels() -> Vec<(&'static str, bool)> {
-    #[cfg(target_arch = "aarch64")]
-    let [neon, dotprod, i8mm] = {
-        use std::arch::is_aarch64_feature_detected as has;
-        let neon = has!("neon");
-        let dotprod = neon && has!("dotprod");
-        [neon, dotprod, dotprod && has!("i8mm")]
+    let supported = roformer::kernel_probe::levels();
+    let names = [
+        "portable",
+        "simd128",
+        "relaxed-simd",
+        "neon",
+        "neon-dotprod",
+        "neon-i8mm",
+        "avx2",
+        "avx-vnni",
+        "avx512",
+        "avx512-vnni",
+        "avx512-bf16",
+        "amx",
+    ];
+    names.into_iter().map(|name| (name, supported.contains(&name))).collect()
+}
+
+/// The crate's detection against what Linux reports in /proc/cpuinfo, which lists AMX's flags
+/// only where the kernel enabled the tile state: a CPU that shows them must get the `amx` level
+/// (the process's permission is the one thing /proc/cpuinfo cannot tell, and Linux grants it on
+/// request since 5.16, the first kernel with AMX).
+#[test]
+fn the_detected_levels_agree_with_proc_cpuinfo() {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        println!("no /proc/cpuinfo here: detection not cross-checked");
+        return;
     };
-    #[cfg(not(target_arch = "aarch64"))]
-    let [neon, dotprod, i8mm] = [false; 3];
-    #[cfg(target_arch = "x86_64")]
-    let [avx2, avx_vnni, avx512, avx512_vnni] = {
-        use std::arch::is_x86_feature_detected as has;
-        let avx2 = has!("avx2") && has!("fma");
-        let avx512 = avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq");
-        [avx2, avx2 && has!("avxvnni"), avx512, avx512 && has!("avx512vnni")]
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let [avx2, avx_vnni, avx512, avx512_vnni] = [false; 4];
-    vec![
-        ("portable", true),
-        ("simd128", false),
-        ("relaxed-simd", false),
-        ("neon", neon),
-        ("neon-dotprod", dotprod),
-        ("neon-i8mm", i8mm),
-        ("avx2", avx2),
-        ("avx-vnni", avx_vnni),
-        ("avx512", avx512),
-        ("avx512-vnni", avx512_vnni),
-    ]
+    let flags: Vec<&str> =
+        info.lines().find(|l| l.starts_with("flags")).map_or(vec![], |l| l.split_whitespace().collect());
+    let has = |f: &str| flags.contains(&f);
+    let levels = roformer::kernel_probe::levels();
+    let runs = |level: &str| levels.contains(&level);
+    if cfg!(target_arch = "x86_64") {
+        let avx512 = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"].into_iter().all(has);
+        let bf16 = avx512 && has("avx512_vnni") && has("avx512_bf16");
+        let amx = bf16 && ["amx_tile", "amx_int8", "amx_bf16"].into_iter().all(has);
+        assert_eq!(runs("avx512"), avx512, "avx512 against /proc/cpuinfo");
+        assert_eq!(runs("avx512-bf16"), bf16, "avx512-bf16 against /proc/cpuinfo");
+        assert_eq!(runs("amx"), amx, "amx against /proc/cpuinfo");
+        println!("levels {levels:?} agree with /proc/cpuinfo (amx: {amx})");
+    }
 }
 
 /// Runs the tests whose names start with `filters` in a child with `env` set; returns how many passed.

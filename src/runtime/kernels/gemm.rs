@@ -12,6 +12,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use super::tile_bf16::{to_bf16, Bf16Kernel, Bf16Tile};
 use super::tile_f32::{F32Kernel, F32Tile};
 use super::tile_int8::{I8Kernel, I8Tile};
 use super::{Level, SendPtr};
@@ -22,6 +23,16 @@ const KC: usize = 768;
 /// Splits `m` rows into the fewest tiles of at most `mr` rows, of balanced heights (16 rows in
 /// tiles of 14 make two of 8, not 14 and 2), as (first row, rows).
 pub(crate) fn tiles(m: usize, mr: usize) -> Vec<(usize, usize)> {
+    balanced_or_whole(m, mr, true)
+}
+
+/// `m` rows in tiles of `mr`, balanced as [`tiles`] cuts them, or whole ones with what is left
+/// last (for a tile program that computes 16 rows at a time: 100 rows as 32, 32, 32 and 4 run 7
+/// row blocks, as 25 × 4 they run 8).
+fn balanced_or_whole(m: usize, mr: usize, balanced: bool) -> Vec<(usize, usize)> {
+    if !balanced {
+        return (0..m).step_by(mr.max(1)).map(|row| (row, mr.min(m - row))).collect();
+    }
     let count = m.div_ceil(mr);
     let (base, extra) = (m / count.max(1), m % count.max(1));
     let mut start = 0;
@@ -32,6 +43,33 @@ pub(crate) fn tiles(m: usize, mr: usize) -> Vec<(usize, usize)> {
             (start - rows, rows)
         })
         .collect()
+}
+
+/// How a tile's packed input holds its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Input {
+    /// Lines of `a_stride` dwords, one per step, where the layout's `input_index` says: the
+    /// register tiles broadcast one row's 4 bytes at a time.
+    Lines,
+    /// Row by row, each row's bytes together and padded with zeros to whole 64-byte tile rows:
+    /// what a tile load reads, 16 rows at a time.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Rows,
+}
+
+impl Input {
+    /// The dwords of one tile's packed input.
+    pub fn tile_dwords(self, steps: usize, mr: usize, a_stride: usize) -> usize {
+        match self {
+            Input::Lines => steps * a_stride,
+            Input::Rows => mr * row_dwords(steps),
+        }
+    }
+}
+
+/// Dwords of one row of [`Input::Rows`]: steps rounded up to whole 64-byte tile rows.
+pub(crate) fn row_dwords(steps: usize) -> usize {
+    steps.next_multiple_of(16)
 }
 
 /// How one product's work is cut into tasks.
@@ -45,7 +83,18 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub fn new(m: usize, n: usize, mr: usize, nr: usize, parallel: bool) -> Self {
-        let tiles = tiles(m, mr);
+        Self::with_tiles(tiles(m, mr), m, n, mr, nr, parallel)
+    }
+
+    /// The plan over given tiles of `m` rows.
+    fn with_tiles(
+        tiles: Vec<(usize, usize)>,
+        m: usize,
+        n: usize,
+        mr: usize,
+        nr: usize,
+        parallel: bool,
+    ) -> Self {
         // Up to 224 rows form one block, so each weight is read once: short inputs are bound by
         // how fast the weights stream in. Longer inputs take blocks of about 56 rows, whose
         // packed input stays in L1 and L2 while a task streams a group of panels.
@@ -371,6 +420,8 @@ impl PackedF32 {
 #[derive(Debug)]
 pub(crate) struct PackedI8 {
     kernel: &'static I8Kernel,
+    /// A tile program that reads the same panels, for products of at least this many rows.
+    tiles: Option<(&'static I8Kernel, usize)>,
     n: usize,
     k: usize,
     /// k rounded up to a multiple of the layout's step depth (4 or 8).
@@ -385,8 +436,24 @@ impl PackedI8 {
     /// Quantizes `w` (n, k) row-major for `level`'s kernel: each row (output channel) scaled so
     /// that its largest magnitude maps to the kernel's largest weight.
     pub fn new(level: Level, w: &[f32], n: usize, k: usize) -> Self {
+        Self::for_kernels(I8Kernel::for_level(level), I8Kernel::tiles_for_level(level), w, n, k)
+    }
+
+    /// [`PackedI8::new`] for `kernel`, and `tiles` above its row count.
+    pub(crate) fn for_kernels(
+        kernel: &'static I8Kernel,
+        tiles: Option<(&'static I8Kernel, usize)>,
+        w: &[f32],
+        n: usize,
+        k: usize,
+    ) -> Self {
         assert_eq!(w.len(), n * k, "PackedI8: weight of {} floats is not ({n}, {k})", w.len());
-        let kernel = I8Kernel::for_level(level);
+        if let Some((tiles, _)) = tiles {
+            assert!(
+                (tiles.nr, tiles.layout, tiles.weight_max) == (kernel.nr, kernel.layout, kernel.weight_max),
+                "PackedI8: a tile program must read the panels its kernel packs"
+            );
+        }
         let (nr, layout) = (kernel.nr, kernel.layout);
         let k_padded = k.div_ceil(layout.depth()) * layout.depth();
         let count = n.div_ceil(nr);
@@ -412,7 +479,7 @@ impl PackedI8 {
                     }
                 }
             });
-        Self { kernel, n, k, k_padded, panels, scales, sums }
+        Self { kernel, tiles, n, k, k_padded, panels, scales, sums }
     }
 
     pub fn dims(&self) -> (usize, usize) {
@@ -424,18 +491,26 @@ impl PackedI8 {
     /// # Safety
     /// `out` must be valid for m × n writes; all of them are written.
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
-        let (n, k, kernel) = (self.n, self.k, self.kernel);
-        let (mr, nr, stride) = (kernel.mr, kernel.nr, kernel.a_stride);
+        let (n, k) = (self.n, self.k);
+        // The one choice between a level's tile program and its register kernel.
+        let kernel = match self.tiles {
+            Some((tiles, min_rows)) if m >= min_rows => tiles,
+            _ => self.kernel,
+        };
+        let (mr, nr) = (kernel.mr, kernel.nr);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
-        let plan = Plan::new(m, n, mr, nr, true);
+        let rows = kernel.input == Input::Rows;
+        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, true);
         let steps = self.k_padded / 4;
-        // Each tile: `steps` lines of 4 u8 (4 k's) per row, and its rows' scales, zero points and sums.
-        let mut packed = vec![0u32; plan.tiles.len() * steps * stride];
+        // Each tile: its rows' u8 inputs, 4 k's to a dword, as the kernel reads them (zero where
+        // no row or k is), and its rows' scales, zero points and sums.
+        let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
+        let mut packed = vec![0u32; plan.tiles.len() * tile_dwords];
         let mut row_scales = vec![0f32; plan.tiles.len() * mr];
         let mut zero_points = vec![0i32; plan.tiles.len() * mr];
         let mut row_sums = vec![0i32; plan.tiles.len() * mr];
         packed
-            .par_chunks_mut((steps * stride).max(1))
+            .par_chunks_mut(tile_dwords.max(1))
             .zip(row_scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
             .zip(row_sums.par_chunks_mut(mr))
             .zip(&plan.tiles)
@@ -456,13 +531,117 @@ impl PackedI8 {
                         rows,
                         cols,
                         steps,
-                        a: &packed[t * steps * stride..(t + 1) * steps * stride],
+                        a: &packed[t * tile_dwords..(t + 1) * tile_dwords],
                         b: &self.panels[p * self.k_padded * nr..(p + 1) * self.k_padded * nr],
                         row_scales: &row_scales[t * mr..t * mr + mr],
                         zero_points: &zero_points[t * mr..t * mr + mr],
                         row_sums: &row_sums[t * mr..t * mr + mr],
                         col_scales: &self.scales[p * nr..p * nr + nr],
                         col_sums: &self.sums[p * nr..p * nr + nr],
+                        bias: &bias_panel[..nr],
+                        // The pointer stays inside `out`: row < m, p·nr < n.
+                        c: out.get().wrapping_add(row * n + p * nr),
+                        ldc: n,
+                    };
+                    // SAFETY: the kernel is one this CPU runs; this task alone writes these rows
+                    // of panel p's columns, inside `out` as the caller promises.
+                    unsafe { (kernel.tile)(&tile) };
+                }
+            }
+        });
+    }
+}
+
+/// A weight (n, k) rounded to bf16 and packed for the bf16 microkernel of one level: panel p
+/// holds columns p·nr..p·nr + nr as steps of 2 k, laid out as the kernel's `pairs` says. Half
+/// the memory of [`PackedF32`].
+#[derive(Debug)]
+pub(crate) struct PackedBf16 {
+    kernel: &'static Bf16Kernel,
+    /// A tile program that reads the same panels, for products of at least this many rows.
+    tiles: Option<(&'static Bf16Kernel, usize)>,
+    n: usize,
+    k: usize,
+    panels: Vec<u16>,
+}
+
+impl PackedBf16 {
+    /// Rounds `w` (n, k) row-major to bf16 for `level`'s kernel.
+    pub fn new(level: Level, w: &[f32], n: usize, k: usize) -> Self {
+        Self::for_kernels(Bf16Kernel::for_level(level), Bf16Kernel::tiles_for_level(level), w, n, k)
+    }
+
+    /// [`PackedBf16::new`] for `kernel`, and `tiles` above its row count.
+    pub(crate) fn for_kernels(
+        kernel: &'static Bf16Kernel,
+        tiles: Option<(&'static Bf16Kernel, usize)>,
+        w: &[f32],
+        n: usize,
+        k: usize,
+    ) -> Self {
+        assert_eq!(w.len(), n * k, "PackedBf16: weight of {} floats is not ({n}, {k})", w.len());
+        if let Some((tiles, _)) = tiles {
+            assert!(
+                (tiles.nr, tiles.pairs) == (kernel.nr, kernel.pairs),
+                "PackedBf16: a tile program must read the panels its kernel packs"
+            );
+        }
+        let nr = kernel.nr;
+        let panel = k.div_ceil(2) * 2 * nr;
+        let mut panels = vec![0u16; n.div_ceil(nr) * panel];
+        panels.par_chunks_mut(panel.max(1)).enumerate().for_each(|(p, panel)| {
+            for j in 0..nr.min(n - p * nr) {
+                for (kk, &v) in w[(p * nr + j) * k..][..k].iter().enumerate() {
+                    panel[kernel.offset(j, kk)] = to_bf16(v);
+                }
+            }
+        });
+        Self { kernel, tiles, n, k, panels }
+    }
+
+    pub fn dims(&self) -> (usize, usize) {
+        (self.n, self.k)
+    }
+
+    /// `out` (m, n) = `a` (m, k) rounded to bf16 · Wᵀ + `bias`, on the threads.
+    ///
+    /// # Safety
+    /// `out` must be valid for m × n writes; all of them are written.
+    pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        let (n, k) = (self.n, self.k);
+        // The one choice between a level's tile program and its register kernel.
+        let kernel = match self.tiles {
+            Some((tiles, min_rows)) if m >= min_rows => tiles,
+            _ => self.kernel,
+        };
+        let (mr, nr) = (kernel.mr, kernel.nr);
+        assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedBf16::matmul: operand sizes");
+        let rows = kernel.input == Input::Rows;
+        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, true);
+        let steps = k.div_ceil(2);
+        let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
+        // Zero where no row or k is: the kernels read whole lines and tile rows.
+        let mut packed = vec![0u32; plan.tiles.len() * tile_dwords];
+        packed.par_chunks_mut(tile_dwords.max(1)).zip(&plan.tiles).for_each(|(dst, &(row, rows))| {
+            super::tile_bf16::round_rows(&a[row * k..], k, rows, kernel, dst)
+        });
+        let panel = steps * 2 * nr;
+        let out = SendPtr(out);
+        plan.run(|tiles, panels| {
+            for p in panels {
+                let cols = nr.min(n - p * nr);
+                let mut bias_panel = [0f32; 32];
+                if let Some(bias) = bias {
+                    bias_panel[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
+                }
+                for t in tiles.clone() {
+                    let (row, rows) = plan.tiles[t];
+                    let tile = Bf16Tile {
+                        rows,
+                        cols,
+                        steps,
+                        a: &packed[t * tile_dwords..(t + 1) * tile_dwords],
+                        b: &self.panels[p * panel..(p + 1) * panel],
                         bias: &bias_panel[..nr],
                         // The pointer stays inside `out`: row < m, p·nr < n.
                         c: out.get().wrapping_add(row * n + p * nr),
@@ -639,6 +818,38 @@ mod tests {
                             + 1e-5;
                         let want = bias[j] as f64
                             + row.iter().zip(col).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>();
+                        let got = c[r * n + j] as f64;
+                        assert!(
+                            (got - want).abs() <= bound,
+                            "{level:?} ({m},{k},{n}) at ({r},{j}): {got} vs {want}, bound {bound}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bf16_products_equal_f64_ones_of_the_rounded_operands_at_every_level() {
+        use super::super::tile_bf16::from_bf16;
+        let round = |x: f32| from_bf16(to_bf16(x)) as f64;
+        let shapes = SHAPES.iter().chain(&[(64, 100, 40), (33, 64, 33), (40, 31, 70)]);
+        for level in tested_levels("bf16 GEMM") {
+            for (i, &(m, k, n)) in shapes.clone().enumerate() {
+                let a = noise(m * k, i as u64);
+                let w = noise(n * k, 100 + i as u64);
+                let bias = noise(n, 200 + i as u64);
+                let packed = PackedBf16::new(level, &w, n, k);
+                let mut c = vec![f32::NAN; m * n];
+                // SAFETY: `c` holds m × n floats.
+                unsafe { packed.matmul(&a, m, Some(&bias), c.as_mut_ptr()) };
+                for r in 0..m {
+                    for j in 0..n {
+                        let products = (0..k).map(|kk| round(a[r * k + kk]) * round(w[j * k + kk]));
+                        let want = bias[j] as f64 + products.clone().sum::<f64>();
+                        // Each product is exact in f32; each of the k sums rounds once.
+                        let bound =
+                            k as f64 * f32::EPSILON as f64 * products.map(f64::abs).sum::<f64>() + 1e-6;
                         let got = c[r * n + j] as f64;
                         assert!(
                             (got - want).abs() <= bound,

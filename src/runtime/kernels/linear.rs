@@ -4,7 +4,7 @@
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::gemm::{PackedF32, PackedI8};
+use super::gemm::{PackedBf16, PackedF32, PackedI8};
 use super::{math, multiversion, tensor, View};
 use crate::error::{candle_bail, Result};
 use crate::runtime::activation::Activation;
@@ -37,6 +37,16 @@ impl PackedWeight for PackedI8 {
     unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
         // SAFETY: the caller's promise is the one `PackedI8::matmul` asks.
         unsafe { PackedI8::matmul(self, a, m, bias, out) }
+    }
+}
+
+impl PackedWeight for PackedBf16 {
+    fn dims(&self) -> (usize, usize) {
+        PackedBf16::dims(self)
+    }
+    unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        // SAFETY: the caller's promise is the one `PackedBf16::matmul` asks.
+        unsafe { PackedBf16::matmul(self, a, m, bias, out) }
     }
 }
 

@@ -1,9 +1,10 @@
-//! CPU kernels for inference in f32 (and int8 linears): the hot steps of a forward pass fused so
+//! CPU kernels for inference in f32 (and int8 or bf16 linears): the hot steps of a forward pass fused so
 //! that each reads and writes its data once, without Candle's per-op dispatch.
 //!
 //! The fused engine (`crate::runtime::engine`) runs them: every kernel reads contiguous f32 CPU tensors in
 //! place and returns a new tensor. The matrix products go through one GEMM driver (`gemm`) with a
-//! microkernel per instruction set (`tile_f32`, `tile_int8`); the elementwise kernels are plain
+//! microkernel per instruction set and precision (`tile_f32`, `tile_int8`, `tile_bf16`; the AMX
+//! tile unit's program in `amx`); the elementwise kernels are plain
 //! Rust compiled once per level by `multiversion!`. The level is picked at run time ([`Level`]),
 //! so the crate needs no `target-cpu` flag.
 
@@ -23,11 +24,14 @@ macro_rules! by_rows {
     };
 }
 
+pub(crate) mod amx;
 pub(crate) mod attention;
 pub(crate) mod gemm;
 pub(crate) mod linear;
 pub(crate) mod math;
 pub(crate) mod norm;
+pub mod probe;
+pub(crate) mod tile_bf16;
 pub(crate) mod tile_f32;
 pub(crate) mod tile_int8;
 
@@ -126,10 +130,18 @@ pub(crate) enum Level {
     Avx512,
     /// AVX-512 with VNNI: int8 through the 512-bit `vpdpbusd`.
     Avx512Vnni,
+    /// AVX-512 VNNI with AVX-512 BF16 (Zen 4, Zen 5, Cooper Lake, and every AMX Xeon): bf16
+    /// through the 512-bit `vdpbf16ps`; f32 and int8 as at `avx512-vnni`.
+    Avx512Bf16,
+    /// AVX-512 BF16 with Intel AMX (Sapphire Rapids and later): int8 products of enough rows
+    /// through the tile unit's `tdpbusd`, bf16 ones through `tdpbf16ps`, smaller ones as at
+    /// `avx512-bf16` (see `amx`); f32 as at `avx512`. Linux only, where the process must ask for
+    /// the tile state.
+    Amx,
 }
 
 impl Level {
-    pub const ALL: [Level; 10] = [
+    pub const ALL: [Level; 12] = [
         Level::Portable,
         Level::Simd128,
         Level::RelaxedSimd,
@@ -140,6 +152,8 @@ impl Level {
         Level::AvxVnni,
         Level::Avx512,
         Level::Avx512Vnni,
+        Level::Avx512Bf16,
+        Level::Amx,
     ];
 
     /// The name `ROFORMER_CPU_LEVEL` takes.
@@ -155,6 +169,8 @@ impl Level {
             Level::AvxVnni => "avx-vnni",
             Level::Avx512 => "avx512",
             Level::Avx512Vnni => "avx512-vnni",
+            Level::Avx512Bf16 => "avx512-bf16",
+            Level::Amx => "amx",
         }
     }
 
@@ -172,6 +188,8 @@ impl Level {
                 Level::AvxVnni => avx2() && has!("avxvnni"),
                 Level::Avx512 => avx512(),
                 Level::Avx512Vnni => avx512() && has!("avx512vnni"),
+                Level::Avx512Bf16 => avx512() && has!("avx512vnni") && has!("avx512bf16"),
+                Level::Amx => avx512() && has!("avx512vnni") && has!("avx512bf16") && amx::usable(),
                 Level::Simd128 | Level::RelaxedSimd | Level::Neon | Level::NeonDotprod | Level::NeonI8mm => {
                     false
                 }
@@ -261,7 +279,9 @@ macro_rules! multiversion {
                 match $crate::runtime::kernels::level() {
                     // SAFETY: the level in force is one this CPU supports (`Level::supported`), and
                     // it has the features each variant is compiled for.
-                    Level::Avx512 | Level::Avx512Vnni => return unsafe { avx512($($arg),*) },
+                    Level::Avx512 | Level::Avx512Vnni | Level::Avx512Bf16 | Level::Amx => {
+                        return unsafe { avx512($($arg),*) }
+                    }
                     Level::Avx2 | Level::AvxVnni => return unsafe { avx2($($arg),*) },
                     _ => {}
                 }
@@ -285,8 +305,7 @@ pub(crate) fn tested_levels(what: &str) -> Vec<Level> {
     run
 }
 
-/// Reproducible values in [-0.5, 0.5) for kernel tests.
-#[cfg(test)]
+/// Reproducible values in [-0.5, 0.5) for kernel tests and probes.
 pub(crate) fn noise(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
     (0..n)

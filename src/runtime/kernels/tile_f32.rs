@@ -3,7 +3,7 @@
 //!
 //! | level | tile | registers |
 //! | --- | --- | --- |
-//! | AVX-512 | 14 × 32 | 28 accumulators, 2 weight vectors, 1 broadcast of 32 zmm |
+//! | AVX-512 (and AMX) | 14 × 32 | 28 accumulators, 2 weight vectors, 1 broadcast of 32 zmm |
 //! | AVX2 + FMA (and AVX-VNNI) | 6 × 16 | 12 accumulators, 2 weight vectors, 1 broadcast of 16 ymm |
 //! | aarch64 NEON (every ARM level) | 8 × 12 | 24 accumulators, 3 weight vectors, 2 vectors of 4 rows' inputs of 32 |
 //! | WebAssembly relaxed SIMD | 4 × 8 | 8 accumulators, 2 weight vectors, a broadcast; `f32x4.relaxed_madd` |
@@ -109,7 +109,7 @@ impl F32Kernel {
     pub fn for_level(level: Level) -> &'static F32Kernel {
         #[cfg(target_arch = "x86_64")]
         match level {
-            Level::Avx512 | Level::Avx512Vnni => return &AVX512,
+            Level::Avx512 | Level::Avx512Vnni | Level::Avx512Bf16 | Level::Amx => return &AVX512,
             Level::Avx2 | Level::AvxVnni => return &AVX2,
             _ => {}
         }

@@ -4,6 +4,7 @@
 //!
 //! | level | tile | product of 4 u8 × 4 s8 into i32 |
 //! | --- | --- | --- |
+//! | AMX (products of enough rows; others as AVX-512 VNNI) | 32 × 32 | `tdpbusd` (16 × 64 by 64 × 16 per instruction; `amx`) |
 //! | AVX-512 VNNI | 14 × 32 | `vpdpbusd` (512-bit) |
 //! | AVX-VNNI | 6 × 16 | `vpdpbusd` (256-bit) |
 //! | AVX2 (and AVX-512 without VNNI) | 5 × 16 | `vpmaddubsw` then `vpmaddwd` by ones |
@@ -19,6 +20,7 @@
 //! engine only while its second operand's top bit is clear, so its kernel also takes ±63 (moved
 //! to 1..=127 by + 64). The others take ±127.
 
+use super::gemm::{row_dwords, Input};
 use super::math::{lane_max, lane_min, round_small};
 use super::Level;
 
@@ -48,10 +50,15 @@ pub(crate) struct I8Tile<'a> {
 impl I8Tile<'_> {
     /// The checks every kernel relies on before it touches memory through pointers.
     fn check(&self, mr: usize, nr: usize, a_stride: usize) {
+        self.check_input(mr, nr, Input::Lines.tile_dwords(self.steps, mr, a_stride))
+    }
+
+    /// [`I8Tile::check`] for a tile whose input takes `a_dwords`.
+    pub(super) fn check_input(&self, mr: usize, nr: usize, a_dwords: usize) {
         assert!(
             (1..=mr).contains(&self.rows)
                 && (1..=nr).contains(&self.cols)
-                && self.a.len() >= self.steps * a_stride
+                && self.a.len() >= a_dwords
                 && self.b.len() >= self.steps * nr * 4
                 && self.row_scales.len() >= self.rows
                 && self.zero_points.len() >= self.rows
@@ -68,7 +75,7 @@ impl I8Tile<'_> {
     /// # Safety
     /// Row r of `c` is valid for `cols` writes.
     #[inline(always)]
-    unsafe fn store(&self, r: usize, sums: &[i32]) {
+    pub(super) unsafe fn store(&self, r: usize, sums: &[i32]) {
         // SAFETY: as the caller promises.
         let c = unsafe { std::slice::from_raw_parts_mut(self.c.wrapping_add(r * self.ldc), self.cols) };
         let (zp, s) = (self.zero_points[r], self.row_scales[r]);
@@ -141,6 +148,8 @@ pub(crate) struct I8Kernel {
     pub layout: StepLayout,
     /// Whether the packed inputs hold x − 128 as s8 (the top bit of each u8 flipped).
     pub signed_inputs: bool,
+    /// How a tile's packed input holds its rows.
+    pub input: Input,
     /// Computes one tile.
     ///
     /// # Safety
@@ -155,6 +164,7 @@ static PORTABLE: I8Kernel = I8Kernel {
     weight_max: 127.0,
     layout: StepLayout::ByK,
     signed_inputs: false,
+    input: Input::Lines,
     tile: portable::tile,
 };
 #[cfg(target_arch = "x86_64")]
@@ -165,6 +175,7 @@ static AVX2: I8Kernel = I8Kernel {
     weight_max: 63.0,
     layout: StepLayout::Quads,
     signed_inputs: false,
+    input: Input::Lines,
     tile: avx2::tile::<false>,
 };
 #[cfg(target_arch = "x86_64")]
@@ -175,6 +186,7 @@ static AVX_VNNI: I8Kernel = I8Kernel {
     weight_max: 127.0,
     layout: StepLayout::Quads,
     signed_inputs: false,
+    input: Input::Lines,
     tile: avx2::tile::<true>,
 };
 #[cfg(target_arch = "x86_64")]
@@ -185,8 +197,28 @@ static AVX512_VNNI: I8Kernel = I8Kernel {
     weight_max: 127.0,
     layout: StepLayout::Quads,
     signed_inputs: false,
+    input: Input::Lines,
     tile: avx512_vnni::tile,
 };
+
+/// The AMX tile program. It reads the AVX-512 VNNI kernel's packed weights (32-column panels,
+/// steps of 4 k by column), so that one packed copy serves both.
+#[cfg(target_arch = "x86_64")]
+static AMX: I8Kernel = I8Kernel {
+    mr: 32,
+    nr: 32,
+    a_stride: 0,
+    weight_max: 127.0,
+    layout: StepLayout::Quads,
+    signed_inputs: false,
+    input: Input::Rows,
+    tile: amx_tile,
+};
+
+/// The fewest rows for which the AMX program beats the AVX-512 VNNI kernel, measured with
+/// `cargo bench --bench kernels -- gemm` (docs/speed.md): below, a product stays in registers.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const AMX_MIN_ROWS: usize = 32;
 
 #[cfg(target_arch = "aarch64")]
 static NEON_DOTPROD: I8Kernel = I8Kernel {
@@ -196,6 +228,7 @@ static NEON_DOTPROD: I8Kernel = I8Kernel {
     weight_max: 127.0,
     layout: StepLayout::Quads,
     signed_inputs: false,
+    input: Input::Lines,
     tile: neon_dotprod::tile,
 };
 #[cfg(target_arch = "aarch64")]
@@ -206,6 +239,7 @@ static NEON_I8MM: I8Kernel = I8Kernel {
     weight_max: 127.0,
     layout: StepLayout::Pairs,
     signed_inputs: false,
+    input: Input::Lines,
     tile: neon_i8mm::tile,
 };
 
@@ -217,6 +251,7 @@ static RELAXED_SIMD: I8Kernel = I8Kernel {
     weight_max: 63.0,
     layout: StepLayout::Quads,
     signed_inputs: true,
+    input: Input::Lines,
     tile: relaxed_simd::tile,
 };
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -227,14 +262,17 @@ static SIMD128: I8Kernel = I8Kernel {
     weight_max: 127.0,
     layout: StepLayout::Quads,
     signed_inputs: false,
+    input: Input::Lines,
     tile: simd128::tile,
 };
 
 impl I8Kernel {
+    /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
+    /// small for [`I8Kernel::tiles_for_level`]).
     pub fn for_level(level: Level) -> &'static I8Kernel {
         #[cfg(target_arch = "x86_64")]
         match level {
-            Level::Avx512Vnni => return &AVX512_VNNI,
+            Level::Avx512Vnni | Level::Avx512Bf16 | Level::Amx => return &AVX512_VNNI,
             Level::AvxVnni => return &AVX_VNNI,
             Level::Avx2 | Level::Avx512 => return &AVX2,
             _ => {}
@@ -258,6 +296,17 @@ impl I8Kernel {
         let _ = level;
         &PORTABLE
     }
+
+    /// The tile program that computes a level's products of many rows on the weights
+    /// [`I8Kernel::for_level`] packed, with the fewest rows it pays from: AMX at `amx`.
+    pub fn tiles_for_level(level: Level) -> Option<(&'static I8Kernel, usize)> {
+        #[cfg(target_arch = "x86_64")]
+        if level == Level::Amx {
+            return Some((&AMX, AMX_MIN_ROWS));
+        }
+        let _ = level;
+        None
+    }
 }
 
 /// The scale and zero point of a row whose values lie in [lo, hi] (lo ≤ 0 ≤ hi).
@@ -269,12 +318,18 @@ fn scale_and_zero_point(lo: f32, hi: f32) -> (f32, f32) {
 super::multiversion! {
     #[allow(clippy::too_many_arguments)]
     /// Quantizes `rows` rows of `a` (row stride `k`) to u8 with a scale and zero point per row,
-    /// and lays them out for `kernel`: `dst[layout.input_index(a_stride, step, r)]` holds row r's
-    /// bytes for k = 4·step..4·step + 4 (as x − 128 where the kernel takes `signed_inputs`).
+    /// and lays them out for `kernel`'s `input`: in lines, `dst[layout.input_index(a_stride,
+    /// step, r)]` holds row r's bytes for k = 4·step..4·step + 4 (as x − 128 where the kernel
+    /// takes `signed_inputs`); in rows, `dst[r · row_dwords(steps) + step]` does.
     /// `sums` gets each row's sum of its u8 values. The range always includes 0, so zero stays
     /// exact.
     pub(crate) fn quantize_rows(a: &[f32], k: usize, rows: usize, kernel: &I8Kernel, dst: &mut [u32], scales: &mut [f32], zero_points: &mut [i32], sums: &mut [i32]) {
         let (a_stride, layout) = (kernel.a_stride, kernel.layout);
+        let row_dwords = row_dwords(k.div_ceil(4));
+        let index = |step: usize, r: usize| match kernel.input {
+            Input::Lines => layout.input_index(a_stride, step, r),
+            Input::Rows => r * row_dwords + step,
+        };
         let flip = if kernel.signed_inputs { 0x8080_8080 } else { 0 };
         let mut bytes = vec![0u8; k.div_ceil(4) * 4];
         for r in 0..rows {
@@ -291,7 +346,7 @@ super::multiversion! {
             sums[r] = bytes.iter().map(|&b| i32::from(b)).sum();
             // Bytes past k multiply zero weights: whatever they hold.
             for (step, quad) in bytes.chunks_exact(4).enumerate() {
-                dst[layout.input_index(a_stride, step, r)] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]) ^ flip;
+                dst[index(step, r)] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]) ^ flip;
             }
         }
     }
@@ -345,35 +400,102 @@ mod avx512_vnni {
                 hi[r] = _mm512_dpbusd_epi32(hi[r], x, b1);
             }
         }
-        let cols = t.cols;
-        let mask_lo: __mmask16 = if cols >= 16 { 0xFFFF } else { ((1u32 << cols) - 1) as u16 };
-        let mask_hi: __mmask16 = if cols <= 16 { 0 } else { ((1u32 << (cols - 16)) - 1) as u16 };
-        // SAFETY: the column scales, sums and bias hold 32 values each (checked by `tile`).
-        let (scale, sum, bias) = unsafe {
-            let load = |s: &[f32], o: usize| _mm512_loadu_ps(s.as_ptr().add(o));
-            let sums = t.col_sums.as_ptr();
-            (
-                [load(t.col_scales, 0), load(t.col_scales, 16)],
-                [_mm512_loadu_si512(sums.cast()), _mm512_loadu_si512(sums.add(16).cast())],
-                [load(t.bias, 0), load(t.bias, 16)],
-            )
-        };
+        let epilogue = Epilogue::new(t);
         for r in 0..R {
-            let zp = _mm512_set1_epi32(t.zero_points[r]);
-            let s = _mm512_set1_ps(t.row_scales[r]);
-            let out = |acc, h: usize| {
-                let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(zp, sum[h]));
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(s, scale[h]), bias[h])
-            };
-            let row = t.c.wrapping_add(r * t.ldc);
-            // SAFETY: row r of `c` is valid for `cols` writes (the caller); masked lanes past
-            // them are not written.
+            // SAFETY: row r of `c` is valid for `cols` writes (the caller).
+            unsafe { epilogue.store(t, r, lo[r], hi[r]) };
+        }
+    }
+
+    /// The AMX program's sums written out as this kernel writes its own, so that both give the
+    /// same floats: row r's 32 sums at `acc[32 r..]`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, BW and VNNI; the tile was checked; its rows of `c` are valid for
+    /// `cols` writes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn store_sums(t: &I8Tile, acc: &[i32; 32 * 32]) {
+        let epilogue = Epilogue::new(t);
+        for r in 0..t.rows {
+            let row = &acc[32 * r..32 * r + 32];
+            // SAFETY: `row` holds 32 i32; row r of `c` is valid for `cols` writes (the caller).
             unsafe {
-                _mm512_mask_storeu_ps(row, mask_lo, out(lo[r], 0));
-                _mm512_mask_storeu_ps(row.wrapping_add(16), mask_hi, out(hi[r], 1));
+                let (lo, hi) = (
+                    _mm512_loadu_si512(row.as_ptr().cast()),
+                    _mm512_loadu_si512(row.as_ptr().add(16).cast()),
+                );
+                epilogue.store(t, r, lo, hi)
+            };
+        }
+    }
+
+    /// The tile's per-column terms in registers: `c = (acc − zp · Σw) · s_row · s_col + bias`.
+    struct Epilogue {
+        scale: [__m512; 2],
+        sum: [__m512i; 2],
+        bias: [__m512; 2],
+        mask: [__mmask16; 2],
+    }
+
+    impl Epilogue {
+        /// Inlined into functions compiled with AVX-512F and BW.
+        #[inline(always)]
+        fn new(t: &I8Tile) -> Self {
+            let cols = t.cols;
+            let mask_lo: __mmask16 = if cols >= 16 { 0xFFFF } else { ((1u32 << cols) - 1) as u16 };
+            let mask_hi: __mmask16 = if cols <= 16 { 0 } else { ((1u32 << (cols - 16)) - 1) as u16 };
+            // SAFETY: the column scales, sums and bias hold 32 values each (checked by the
+            // kernels' `check`); the caller is compiled with AVX-512F.
+            unsafe {
+                let load = |s: &[f32], o: usize| _mm512_loadu_ps(s.as_ptr().add(o));
+                let sums = t.col_sums.as_ptr();
+                Epilogue {
+                    scale: [load(t.col_scales, 0), load(t.col_scales, 16)],
+                    sum: [_mm512_loadu_si512(sums.cast()), _mm512_loadu_si512(sums.add(16).cast())],
+                    bias: [load(t.bias, 0), load(t.bias, 16)],
+                    mask: [mask_lo, mask_hi],
+                }
+            }
+        }
+
+        /// Writes row r from its sums for columns 0..16 (`lo`) and 16..32 (`hi`).
+        ///
+        /// # Safety
+        /// Row r of `c` is valid for `cols` writes; the caller is compiled with AVX-512F.
+        #[inline(always)]
+        unsafe fn store(&self, t: &I8Tile, r: usize, lo: __m512i, hi: __m512i) {
+            // SAFETY: AVX-512F, as the caller promises.
+            unsafe {
+                let zp = _mm512_set1_epi32(t.zero_points[r]);
+                let s = _mm512_set1_ps(t.row_scales[r]);
+                let out = |acc, h: usize| {
+                    let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(zp, self.sum[h]));
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(s, self.scale[h]), self.bias[h])
+                };
+                let row = t.c.wrapping_add(r * t.ldc);
+                // Masked lanes past `cols` are not written.
+                _mm512_mask_storeu_ps(row, self.mask[0], out(lo, 0));
+                _mm512_mask_storeu_ps(row.wrapping_add(16), self.mask[1], out(hi, 1));
             }
         }
     }
+}
+
+/// The `amx` level's tile: the tile program's sums on the unit, written out by the AVX-512 VNNI
+/// kernel's epilogue.
+///
+/// # Safety
+/// The CPU runs the `amx` level (which `amx::usable` and AVX-512 VNNI decide), and `t.c` is
+/// valid for the tile's writes.
+#[cfg(target_arch = "x86_64")]
+unsafe fn amx_tile(t: &I8Tile) {
+    t.check_input(32, 32, Input::Rows.tile_dwords(t.steps, 32, 0));
+    let mut acc = [0i32; 32 * 32];
+    // SAFETY: the level in force is `amx`, which only a usable unit supports.
+    let mut unit = unsafe { super::amx::Tmm::configured() };
+    super::amx::int8_sums(&mut unit, t, &mut acc);
+    // SAFETY: `amx` implies AVX-512 VNNI; the tile was checked; the caller vouches for `c`.
+    unsafe { avx512_vnni::store_sums(t, &acc) }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -1,0 +1,92 @@
+//! Timing probes for `benches/kernels.rs`: one packed product at a named level and precision, on
+//! a pool of a given number of threads, and the AMX unit's own peak. Not part of the API (the
+//! crate re-exports this module hidden), so that the benchmark can time the kernels by level in
+//! one process, which the public API decides once per process.
+
+use std::time::Instant;
+
+use super::gemm::{PackedBf16, PackedF32, PackedI8};
+use super::linear::PackedWeight;
+use super::tile_bf16::Bf16Kernel;
+use super::tile_int8::I8Kernel;
+use super::Level;
+
+/// Which kernel computes a product at a level that has a tile program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tiles {
+    /// As the level decides by the row count.
+    Level,
+    /// The tile program at every row count.
+    Always,
+    /// The register kernel at every row count.
+    Never,
+}
+
+/// The levels this CPU runs, by name, lowest first.
+pub fn levels() -> Vec<&'static str> {
+    Level::ALL.into_iter().filter(|l| l.supported()).map(Level::name).collect()
+}
+
+/// The best of `rounds` timings, in seconds, of `(m, k) · (n, k)ᵀ` at `level` in `precision`
+/// (`f32`, `int8` or `bf16`; int8 and bf16 include quantizing or rounding the input) on a pool
+/// of `threads`, after one untimed round.
+pub fn gemm_seconds(
+    level: &str,
+    precision: &str,
+    tiles: Tiles,
+    (m, k, n): (usize, usize, usize),
+    threads: usize,
+    rounds: usize,
+) -> Result<f64, String> {
+    let level = Level::ALL.into_iter().find(|l| l.name() == level).ok_or(format!("no level {level}"))?;
+    if !level.supported() {
+        return Err(format!("this CPU does not run {}", level.name()));
+    }
+    let w = super::noise(n * k, 1);
+    let a: Vec<f32> = super::noise(m * k, 2).into_iter().map(|v| v + 0.2).collect();
+    let weight: Box<dyn PackedWeight + Sync> = match precision {
+        "f32" => Box::new(PackedF32::new(level, &w, n, k)),
+        "int8" => {
+            let tiles =
+                I8Kernel::tiles_for_level(level).map(|(kernel, from)| (kernel, rows_from(tiles, from)));
+            Box::new(PackedI8::for_kernels(I8Kernel::for_level(level), tiles, &w, n, k))
+        }
+        "bf16" => {
+            let tiles =
+                Bf16Kernel::tiles_for_level(level).map(|(kernel, from)| (kernel, rows_from(tiles, from)));
+            Box::new(PackedBf16::for_kernels(Bf16Kernel::for_level(level), tiles, &w, n, k))
+        }
+        _ => return Err(format!("no precision {precision} (f32, int8, bf16)")),
+    };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
+    let mut out = vec![0f32; m * n];
+    let mut best = f64::INFINITY;
+    for round in 0..=rounds {
+        let start = Instant::now();
+        // SAFETY: `out` holds m × n floats.
+        pool.install(|| unsafe { weight.matmul(&a, m, None, out.as_mut_ptr()) });
+        if round > 0 {
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+    }
+    Ok(best)
+}
+
+fn rows_from(tiles: Tiles, level_decides: usize) -> usize {
+    match tiles {
+        Tiles::Level => level_decides,
+        Tiles::Always => 1,
+        Tiles::Never => usize::MAX,
+    }
+}
+
+/// Int8 multiply-adds per second, in trillions, of a loop of `tdpbusd` on registers alone (four
+/// accumulators, two A and two B tiles loaded once) on the calling thread: the unit's peak, which
+/// no product with loads can pass. `None` where the unit is not usable.
+pub fn amx_int8_peak() -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if super::amx::usable() {
+        return Some(super::amx::int8_peak());
+    }
+    None
+}

@@ -1,0 +1,306 @@
+//! The bf16 microkernels: weights kept in bf16 (half of f32's memory), each product's inputs
+//! rounded to bf16 per element (to nearest, ties to even), products summed in f32:
+//! `c = round(a) · Wᵀ + bias`.
+//!
+//! | level | tile | product of 2 bf16 × 2 bf16 into f32 |
+//! | --- | --- | --- |
+//! | AMX (products of enough rows; others as AVX-512 BF16) | 32 × 32 | `tdpbf16ps` (16 × 32 by 32 × 16 per instruction; `amx`) |
+//! | AVX-512 BF16 | 14 × 32 | `vdpbf16ps` (512-bit) |
+//! | every other level | 4 × 16 | bf16 widened to f32 (a shift), f32 multiply-adds the compiler vectorises for the level |
+//!
+//! Without bf16 instructions the weights still take half the memory, and each product costs
+//! the widening on top of f32's work: docs/speed.md gives the figures.
+
+use super::gemm::{row_dwords, Input};
+use super::Level;
+
+/// The operands of one tile.
+pub(crate) struct Bf16Tile<'a> {
+    pub rows: usize,
+    pub cols: usize,
+    /// Steps of 2 k.
+    pub steps: usize,
+    /// The tile's rows as the kernel's `input` says, two bf16 to a dword (the lower k in the low
+    /// half).
+    pub a: &'a [u32],
+    /// `steps` steps of `nr` columns × 2 bf16, as the kernel's `pairs` says.
+    pub b: &'a [u16],
+    /// Per column (`nr`): the bias.
+    pub bias: &'a [f32],
+    /// The tile's first output; rows are `ldc` apart, and `cols` (≤ nr) columns are written.
+    pub c: *mut f32,
+    pub ldc: usize,
+}
+
+impl Bf16Tile<'_> {
+    /// The checks every kernel relies on before it touches memory through pointers.
+    pub(super) fn check(&self, kernel: &Bf16Kernel) {
+        assert!(
+            (1..=kernel.mr).contains(&self.rows)
+                && (1..=kernel.nr).contains(&self.cols)
+                && self.a.len() >= kernel.input.tile_dwords(self.steps, kernel.mr, kernel.a_stride)
+                && self.b.len() >= self.steps * kernel.nr * 2
+                && self.bias.len() >= kernel.nr,
+            "bf16 tile: operands do not fit the kernel"
+        );
+    }
+
+    /// Writes row `r`'s `cols` sums plus the bias.
+    ///
+    /// # Safety
+    /// Row r of `c` is valid for `cols` writes.
+    pub(super) unsafe fn store(&self, r: usize, sums: &[f32]) {
+        // SAFETY: as the caller promises.
+        let c = unsafe { std::slice::from_raw_parts_mut(self.c.wrapping_add(r * self.ldc), self.cols) };
+        for ((out, &sum), &bias) in c.iter_mut().zip(sums).zip(self.bias) {
+            *out = sum + bias;
+        }
+    }
+}
+
+/// One instruction set's bf16 microkernel and its tile shape.
+#[derive(Debug)]
+pub(crate) struct Bf16Kernel {
+    pub mr: usize,
+    pub nr: usize,
+    /// Dwords per packed line of `a` ([`Input::Lines`]).
+    pub a_stride: usize,
+    /// Whether a step of a weight panel holds each column's 2 k together (the operand of
+    /// `vdpbf16ps` and `tdpbf16ps`), else each k's `nr` columns together (widening along
+    /// columns).
+    pub pairs: bool,
+    /// How a tile's packed input holds its rows.
+    pub input: Input,
+    /// Computes one tile.
+    ///
+    /// # Safety
+    /// The CPU runs the kernel's instruction set, and `c` is valid for the tile's writes.
+    pub tile: unsafe fn(&Bf16Tile),
+}
+
+impl Bf16Kernel {
+    /// The offset in a panel of `nr` columns of column `j` at depth `kk`.
+    pub fn offset(&self, j: usize, kk: usize) -> usize {
+        let (step, half) = (kk / 2, kk % 2);
+        if self.pairs {
+            step * self.nr * 2 + j * 2 + half
+        } else {
+            step * self.nr * 2 + half * self.nr + j
+        }
+    }
+
+    /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
+    /// small for [`Bf16Kernel::tiles_for_level`]).
+    pub fn for_level(level: Level) -> &'static Bf16Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(level, Level::Avx512Bf16 | Level::Amx) {
+            return &AVX512_BF16;
+        }
+        let _ = level;
+        &PORTABLE
+    }
+
+    /// The tile program for a level's products of many rows, on the weights
+    /// [`Bf16Kernel::for_level`] packed, with the fewest rows it pays from: AMX at `amx`.
+    pub fn tiles_for_level(level: Level) -> Option<(&'static Bf16Kernel, usize)> {
+        #[cfg(target_arch = "x86_64")]
+        if level == Level::Amx {
+            return Some((&AMX, AMX_MIN_ROWS));
+        }
+        let _ = level;
+        None
+    }
+}
+
+static PORTABLE: Bf16Kernel =
+    Bf16Kernel { mr: 4, nr: 16, a_stride: 4, pairs: false, input: Input::Lines, tile: portable::tile };
+#[cfg(target_arch = "x86_64")]
+static AVX512_BF16: Bf16Kernel =
+    Bf16Kernel { mr: 14, nr: 32, a_stride: 16, pairs: true, input: Input::Lines, tile: avx512_bf16::tile };
+/// The AMX tile program on the AVX-512 BF16 kernel's panels (32 columns, 2 k per column).
+#[cfg(target_arch = "x86_64")]
+static AMX: Bf16Kernel =
+    Bf16Kernel { mr: 32, nr: 32, a_stride: 0, pairs: true, input: Input::Rows, tile: amx_tile };
+
+/// The fewest rows for which the AMX program beats the AVX-512 BF16 kernel, measured with
+/// `cargo bench --bench kernels -- gemm` (docs/speed.md).
+#[cfg(target_arch = "x86_64")]
+const AMX_MIN_ROWS: usize = 32;
+
+/// `x` in bf16, rounded to nearest with ties to even, as `vcvtneps2bf16` does (a NaN stays a
+/// NaN).
+#[inline(always)]
+pub(crate) fn to_bf16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    if x.is_nan() {
+        return ((bits >> 16) | 0x40) as u16;
+    }
+    ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16
+}
+
+/// The f32 a bf16 stands for, exactly.
+#[inline(always)]
+pub(crate) fn from_bf16(x: u16) -> f32 {
+    f32::from_bits(u32::from(x) << 16)
+}
+
+super::multiversion! {
+    /// Rounds `rows` rows of `a` (row stride `k`) to bf16 and lays them out for `kernel`, 2 k to
+    /// a dword (zero past k): in lines, `dst[step · a_stride + r]`; in rows,
+    /// `dst[r · row_dwords(steps) + step]`.
+    pub(crate) fn round_rows(a: &[f32], k: usize, rows: usize, kernel: &Bf16Kernel, dst: &mut [u32]) {
+        let steps = k.div_ceil(2);
+        let row_dwords = row_dwords(steps);
+        for r in 0..rows {
+            let row = &a[r * k..r * k + k];
+            let pair = |s: usize| {
+                let hi = if 2 * s + 1 < k { to_bf16(row[2 * s + 1]) } else { 0 };
+                u32::from(to_bf16(row[2 * s])) | u32::from(hi) << 16
+            };
+            match kernel.input {
+                Input::Lines => (0..steps).for_each(|s| dst[s * kernel.a_stride + r] = pair(s)),
+                Input::Rows => {
+                    for (s, out) in dst[r * row_dwords..][..steps].iter_mut().enumerate() {
+                        *out = pair(s);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The `amx` level's bf16 tile: the tile program's f32 sums on the unit, plus the bias.
+///
+/// # Safety
+/// The CPU runs the `amx` level, and `t.c` is valid for the tile's writes.
+#[cfg(target_arch = "x86_64")]
+unsafe fn amx_tile(t: &Bf16Tile) {
+    use super::amx::{as_bytes, sums, Dot, Tmm};
+    t.check(&AMX);
+    let mut acc = [0i32; 32 * 32];
+    // SAFETY: the level in force is `amx`, which only a usable unit supports.
+    let mut unit = unsafe { Tmm::configured() };
+    sums(&mut unit, Dot::Bf16, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, &mut acc);
+    for r in 0..t.rows {
+        let row: [f32; 32] = std::array::from_fn(|j| f32::from_bits(acc[32 * r + j] as u32));
+        // SAFETY: row r of `c` is valid for `cols` writes (the caller).
+        unsafe { t.store(r, &row) };
+    }
+}
+
+/// Weight steps (of 2 k) to prefetch ahead of use.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH: usize = 24;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512_bf16 {
+    use std::arch::x86_64::*;
+
+    use super::{Bf16Tile, AVX512_BF16, PREFETCH};
+
+    const NR: usize = 32;
+    const STRIDE: usize = 16;
+
+    /// # Safety
+    /// The CPU has AVX-512F, BW and BF16, and `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &Bf16Tile) {
+        t.check(&AVX512_BF16);
+        // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
+        unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn rows<const R: usize>(t: &Bf16Tile) {
+        let (a, b) = (t.a.as_ptr().cast::<i32>(), t.b.as_ptr());
+        let mut lo = [_mm512_setzero_ps(); R];
+        let mut hi = [_mm512_setzero_ps(); R];
+        for step in 0..t.steps {
+            // A prefetch past the end of the panel is harmless; `wrapping_add` keeps the address
+            // arithmetic defined there.
+            let ahead = b.wrapping_add((step + PREFETCH) * NR * 2);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(32).cast());
+            // SAFETY: `a` holds `steps` lines of 16 dwords and `b` `steps` steps of 64 bf16
+            // (checked by `tile`). A vector of 32 bf16 is a vector of 16 dwords reinterpreted.
+            let (b0, b1, line) = unsafe {
+                let step_b = b.add(step * NR * 2);
+                (
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(step_b.cast())),
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(step_b.add(32).cast())),
+                    a.add(step * STRIDE),
+                )
+            };
+            for r in 0..R {
+                // SAFETY: as above; row r's 2 bf16 in every dword.
+                let x = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(*line.add(r))) };
+                lo[r] = _mm512_dpbf16_ps(lo[r], x, b0);
+                hi[r] = _mm512_dpbf16_ps(hi[r], x, b1);
+            }
+        }
+        let mut sums = [0f32; NR];
+        for r in 0..R {
+            // SAFETY: `sums` holds 32 floats; row r of `c` is valid for `cols` writes.
+            unsafe {
+                _mm512_storeu_ps(sums.as_mut_ptr(), lo[r]);
+                _mm512_storeu_ps(sums.as_mut_ptr().add(16), hi[r]);
+                t.store(r, &sums);
+            }
+        }
+    }
+}
+
+mod portable {
+    use super::{from_bf16, Bf16Tile, PORTABLE};
+
+    const MR: usize = 4;
+    const NR: usize = 16;
+
+    /// # Safety
+    /// `t.c` is valid for the tile's writes.
+    pub(super) unsafe fn tile(t: &Bf16Tile) {
+        t.check(&PORTABLE);
+        let acc = sums(t);
+        for (r, sums) in acc.iter().enumerate().take(t.rows) {
+            // SAFETY: row r of `c` is valid for `cols` writes, as the caller promises.
+            unsafe { t.store(r, sums) };
+        }
+    }
+
+    super::super::multiversion! {
+        /// The tile's f32 sums. Each k's 16 weights lie together, so each product runs along the
+        /// columns: a widening shift, then multiply-adds the level's vectors hold.
+        fn sums(t: &Bf16Tile) -> [[f32; NR]; MR] {
+            let mut acc = [[0f32; NR]; MR];
+            for (line, step) in t.a.chunks_exact(MR).zip(t.b.chunks_exact(NR * 2)).take(t.steps) {
+                for (half, w) in step.chunks_exact(NR).enumerate() {
+                    let w: [f32; NR] = std::array::from_fn(|j| from_bf16(w[j]));
+                    for (row, &x) in acc.iter_mut().zip(line) {
+                        let x = from_bf16((x >> (16 * half)) as u16);
+                        for (o, &w) in row.iter_mut().zip(&w) {
+                            *o += x * w;
+                        }
+                    }
+                }
+            }
+            acc
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_to_bf16_is_to_nearest_with_ties_to_even() {
+        // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: to the even one, 1. 1 + 3·2^-8 lies
+        // halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6.
+        assert_eq!(from_bf16(to_bf16(1.0 + 2f32.powi(-8))), 1.0);
+        assert_eq!(from_bf16(to_bf16(1.0 + 3.0 * 2f32.powi(-8))), 1.0 + 2f32.powi(-6));
+        assert_eq!(from_bf16(to_bf16(-1.0 - 2f32.powi(-8) - 2f32.powi(-12))), -1.0 - 2f32.powi(-7));
+        assert_eq!(from_bf16(to_bf16(f32::INFINITY)), f32::INFINITY);
+        assert!(from_bf16(to_bf16(f32::NAN)).is_nan());
+        // Past bf16's largest finite value, to infinity, as the instruction does.
+        assert_eq!(from_bf16(to_bf16(f32::MAX)), f32::INFINITY);
+    }
+}
