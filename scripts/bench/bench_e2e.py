@@ -1,25 +1,42 @@
-# End-to-end CPU benchmark on SST-2 dev: transformers, ONNX Runtime and ours, f32 and int8. Run: .venv/bin/python scripts/bench/bench_e2e.py [--runs 3] [--level avx2]
-"""Side by side on this machine, in one run: transformers (PyTorch eager), ONNX Runtime f32 and dynamic int8,
-and this crate's `classify` example in f32 and int8, on SST-2 dev (872 sentences), CPU, 2 threads each.
+# End-to-end CPU benchmark on SST-2 dev: transformers (f32, bf16), ONNX Runtime, OpenVINO and ours (f32, int8, bf16). Run: .venv/bin/python scripts/bench/bench_e2e.py [--runs 3] [--level amx] [--skip-peers NAME,...] [--ours f32,int8,bf16]
+"""Side by side on this machine, in one run, each peer at its own settings for this CPU (AMX and bf16 where it has
+them), CPU, 2 threads each, on SST-2 dev (872 sentences):
+- transformers (PyTorch eager) in f32, and in bf16 under `torch.autocast("cpu", dtype=torch.bfloat16)`;
+- ONNX Runtime on the f32 export and its dynamic int8 quantization (onnxruntime's quantize_dynamic);
+- OpenVINO at its defaults on the f32 export (its CPU plugin picks bf16 where the CPU has AVX512-BF16 or AMX), and
+  static int8 by NNCF (calibrated on --calibration-size sentences of SST-2 *train*);
+- this crate's `classify` example in f32, int8 (`--quantize int8`) and bf16 (`--dtype bf16`), as --ours says.
 
 Usage:
     python3 -m venv .venv && .venv/bin/pip install -r scripts/requirements.txt
     .venv/bin/python scripts/bench/bench_e2e.py [--data ../shared/data/glue/SST-2/dev.tsv] [--runs 3]
+        [--level amx] [--skip-peers openvino-int8,transformers-bf16] [--ours f32,int8] [--skip-small]
 
 It builds a base-size RoFormer classifier (12 layers, hidden 768, 12 heads, FFN 3072, random init, BERT uncased
-vocab) under target/bench-e2e, exports it to ONNX (f32, and int8 by onnxruntime's quantize_dynamic), and prints:
+vocab) under target/bench-e2e, exports it to ONNX (f32; int8 by onnxruntime's quantize_dynamic; OpenVINO IR int8 by
+NNCF), and prints, per row:
 - sentences/s on the dev file in length-sorted batches of 32 (tokenization, forward and softmax; load excluded),
   the median of --runs passes after one warm-up pass (ours: the median of --runs `classify` processes);
 - batch-1 latency at 16 and 128 tokens (median of 50 runs after 5 warm-up runs);
-- the same throughput at batch 1 and 32 on the bundled model's shape (models/roformer-sst2 itself).
-Results also go to target/bench-e2e/results.json, with the date and the machine.
+- the precision it ran at (OpenVINO: the INFERENCE_PRECISION_HINT its compiled model reports, and the precisions its
+  matrix products run at);
+- agreement with the f32 reference of its family on the dev set: the share of argmax labels equal to the
+  reference's, and the largest absolute difference of a class probability. transformers bf16, ONNX Runtime and
+  OpenVINO (the same weights) against transformers f32; ours against roformer f32;
+- the same throughput at batch 1 and 32 on the bundled model's shape (models/roformer-sst2 itself), with the
+  agreement of its batch-32 pass.
+Results also go to target/bench-e2e/results.json, with the date and the machine; the predictions of each of ours
+under target/bench-e2e/predictions/.
 """
 
 import argparse
+import collections
+import contextlib
 import datetime
 import json
 import os
 import platform
+import random
 import re
 import statistics
 import subprocess
@@ -34,6 +51,10 @@ warnings.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "target" / "bench-e2e"
 THREADS = 2
+ONNX_INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
+PEERS = ["transformers f32", "transformers bf16", "onnxruntime f32", "onnxruntime int8", "openvino default",
+         "openvino int8"]
+OURS = ["f32", "int8", "bf16"]
 
 
 def read_sentences(path):
@@ -90,14 +111,13 @@ def export_onnx(folder, name):
     if not f32.exists():
         model = RoFormerForSequenceClassification.from_pretrained(folder).eval()
         ids = torch.ones(2, 16, dtype=torch.long)
-        names = ["input_ids", "attention_mask", "token_type_ids"]
         torch.onnx.export(
             model,
             (ids, torch.ones_like(ids), torch.zeros_like(ids)),
             str(f32),
-            input_names=names,
+            input_names=ONNX_INPUTS,
             output_names=["logits"],
-            dynamic_axes={n: {0: "batch", 1: "seq"} for n in names},
+            dynamic_axes={n: {0: "batch", 1: "seq"} for n in ONNX_INPUTS},
             opset_version=17,
             dynamo=False,
         )
@@ -106,55 +126,94 @@ def export_onnx(folder, name):
     return f32, int8
 
 
-def batches(sentences, batch_size):
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    return [[sentences[i] for i in order[s : s + batch_size]] for s in range(0, len(order), batch_size)]
+def export_openvino_int8(f32, tok, calibration, size, name, max_length=128):
+    """OpenVINO IR of the f32 export in static int8 by NNCF, calibrated on `size` sentences drawn (seed 0) from
+    `calibration` (SST-2 train, never dev); cached as OUT/{name}-int8-nncf{size}.xml."""
+    path = OUT / f"{name}-int8-nncf{size}.xml"
+    if path.exists():
+        return path
+    import nncf
+    import openvino as ov
+
+    sentences = read_sentences(calibration)
+    sample = random.Random(0).sample(sentences, min(size, len(sentences)))
+
+    def transform(text):
+        enc = tok(text, truncation=True, max_length=max_length, return_tensors="np")
+        return {n: enc[n].astype(np.int64) for n in ONNX_INPUTS}
+
+    model = ov.Core().read_model(str(f32))
+    quantized = nncf.quantize(
+        model, nncf.Dataset(sample, transform), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(sample)
+    )
+    ov.save_model(quantized, str(path), compress_to_fp16=False)
+    return path
+
+
+def sorted_batches(count, key, batch_size):
+    """Indices 0..count-1 sorted by `key` (stable), cut into batches of `batch_size`."""
+    order = sorted(range(count), key=key)
+    return [order[s : s + batch_size] for s in range(0, count, batch_size)]
+
+
+def predict(classify, sentences, batch_size):
+    """Class probabilities of every sentence, in file order, from length-sorted batches of `batch_size`."""
+    probs = [None] * len(sentences)
+    for batch in sorted_batches(len(sentences), lambda i: len(sentences[i]), batch_size):
+        out = np.asarray(classify([sentences[i] for i in batch]), dtype=np.float32)
+        for i, p in zip(batch, out, strict=True):
+            probs[i] = p
+    return np.stack(probs)
 
 
 def median_rate(count, run, runs):
+    """Items per second of `run` (the median of `runs` passes after a warm-up), and the last pass's result."""
     run()  # warm-up
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        run()
+        result = run()
         times.append(time.perf_counter() - start)
-    return count / statistics.median(times)
+    return count / statistics.median(times), result
 
 
-def torch_runner(folder, tok, max_length=128):
+def softmax(logits):
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def torch_runner(folder, tok, bf16=False, max_length=128):
+    """transformers in f32, or in bf16 under CPU autocast (oneDNN's AMX-BF16 where the CPU has it)."""
     from transformers import RoFormerForSequenceClassification
 
     model = RoFormerForSequenceClassification.from_pretrained(folder).eval()
 
+    def context():
+        return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
     def classify(texts):
         enc = tok(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        with torch.no_grad():
-            return torch.softmax(model(**enc).logits, -1)
+        with torch.no_grad(), context():
+            logits = model(**enc).logits
+        return torch.softmax(logits.float(), -1)
 
     def forward_ids(ids):
-        with torch.no_grad():
+        with torch.no_grad(), context():
             t = torch.tensor([ids])
             return model(input_ids=t, attention_mask=torch.ones_like(t), token_type_ids=torch.zeros_like(t)).logits
 
-    return classify, forward_ids
+    return classify, forward_ids, {"precision": "bf16 (autocast)" if bf16 else "f32"}
 
 
-def ort_runner(path, tok, max_length=128):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = THREADS
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+def numpy_runner(infer, tok, max_length=128):
+    """classify and forward_ids over `infer`, which maps the ONNX inputs (int64 arrays) to logits."""
 
     def run(ids, mask, types):
-        logits = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
-        e = np.exp(logits - logits.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
+        return softmax(infer({"input_ids": ids, "attention_mask": mask, "token_type_ids": types}))
 
     def classify(texts):
         enc = tok(texts, padding=True, truncation=True, max_length=max_length, return_tensors="np")
-        return run(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+        return run(*(np.asarray(enc[n], dtype=np.int64) for n in ONNX_INPUTS))
 
     def forward_ids(ids):
         ids = np.array([ids], dtype=np.int64)
@@ -163,39 +222,117 @@ def ort_runner(path, tok, max_length=128):
     return classify, forward_ids
 
 
-def peer_systems(folder, name):
-    """The peers on the model in `folder`, by name: transformers, and ONNX Runtime on its f32 and int8 exports."""
+def ort_runner(path, tok, precision):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return *numpy_runner(lambda inputs: session.run(None, inputs)[0], tok), {"precision": precision}
+
+
+def openvino_runner(path, tok, quantized):
+    """OpenVINO's CPU plugin at its defaults but for the thread count; the row says which precision it picked.
+    Held to AVX2 (ONEDNN_MAX_CPU_ISA, which its oneDNN reads too), it is asked for f32: at its default bf16 it then
+    fails to compile (no Softmax kernel)."""
+    import openvino as ov
+
+    config = {"INFERENCE_NUM_THREADS": THREADS}
+    if os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+    request = compiled.create_infer_request()
+    info = openvino_precision(compiled)
+    if quantized:
+        info["precision"] = f"int8 static (NNCF), else {info['precision']}"
+    return *numpy_runner(lambda inputs: request.infer(inputs)[0], tok), info
+
+
+def openvino_precision(compiled):
+    """The INFERENCE_PRECISION_HINT a compiled model reports, and how many of its runtime graph's matrix products
+    (FullyConnected, MatMul) run at each precision."""
+    hint = compiled.get_property("INFERENCE_PRECISION_HINT")
+    counts = collections.Counter()
+    for op in compiled.get_runtime_model().get_ops():
+        info = op.get_rt_info()
+        layer = info["layerType"].astype(str) if "layerType" in info else op.get_type_name()
+        if layer in ("FullyConnected", "MatMul"):
+            counts[f"{layer} {info['runtimePrecision'].astype(str)}"] += 1
+    precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
+    matmuls = dict(sorted(counts.items()))
+    return {"precision": precision, "inference_precision_hint": precision, "matmul_precisions": matmuls}
+
+
+def peer_systems(folder, name, skip=(), calibration=None, calibration_size=300):
+    """The peers on the model in `folder` that `skip` leaves in, by name, each as a function that loads it and
+    returns (classify, forward_ids, info): transformers in f32 and bf16, ONNX Runtime on its f32 and dynamic int8
+    exports, OpenVINO on the f32 export at its defaults and on NNCF's static int8 model."""
     tok = tokenizer_for(folder)
-    f32, int8 = export_onnx(folder, name)
-    return {
-        "transformers": torch_runner(folder, tok),
-        "onnxruntime f32": ort_runner(f32, tok),
-        "onnxruntime int8": ort_runner(int8, tok),
+
+    def onnx(i):
+        return export_onnx(folder, name)[i]
+
+    systems = {
+        "transformers f32": lambda: torch_runner(folder, tok),
+        "transformers bf16": lambda: torch_runner(folder, tok, bf16=True),
+        "onnxruntime f32": lambda: ort_runner(onnx(0), tok, "f32"),
+        "onnxruntime int8": lambda: ort_runner(onnx(1), tok, "int8 dynamic"),
+        "openvino default": lambda: openvino_runner(onnx(0), tok, quantized=False),
+        "openvino int8": lambda: openvino_runner(
+            export_openvino_int8(onnx(0), tok, calibration, calibration_size, name), tok, quantized=True
+        ),
     }
+    assert list(systems) == PEERS
+    return {n: build for n, build in systems.items() if not skipped(n, skip)}
 
 
-def ours_rate(folder, data, batch_size, quantize, runs):
+def skipped(name, skip):
+    """Whether `skip` names the peer `name`: by its name with a dash for the space (openvino-int8), or by its family
+    (openvino)."""
+    slug = name.replace(" ", "-")
+    return any(slug == s or slug.startswith(s + "-") for s in skip)
+
+
+def ours_args(precision):
+    return {"f32": [], "int8": ["--quantize", "int8"], "bf16": ["--dtype", "bf16"]}[precision]
+
+
+def ours_rate(folder, data, batch_size, precision, runs):
+    """Sentences/s of `classify` (the median of `runs` processes), and the probabilities of the last one, in file
+    order (its jsonl output, kept under OUT/predictions)."""
     exe = ROOT / "target" / "release" / "examples" / "classify"
+    output = OUT / "predictions" / f"{Path(folder).name}-b{batch_size}-{precision}.jsonl"
+    output.parent.mkdir(parents=True, exist_ok=True)
     args = [str(exe), "--model", str(folder), "--input", str(data), "--task", "sst2",
-            "--batch-size", str(batch_size), "--format", "jsonl", "--output", "/dev/null"]
-    if quantize != "f32":
-        args += ["--quantize", quantize]
+            "--batch-size", str(batch_size), "--format", "jsonl", "--output", str(output), *ours_args(precision)]
     rates = []
     for _ in range(runs):
         done = subprocess.run(args, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(done.stderr)
         rates.append(float(re.search(r"\(([\d.]+) rows/s\)", done.stderr).group(1)))
-    return statistics.median(rates)
+    return statistics.median(rates), read_predictions(output)
 
 
-def ours_latency(folder, lengths, quantize):
+def read_predictions(path):
+    """The `probabilities` of `classify --format jsonl` output, in the order of the rows' `index`."""
+    lines = Path(path).read_text().splitlines()
+    rows = sorted((json.loads(line) for line in lines if line.strip()), key=lambda r: r["index"])
+    return np.array([r["probabilities"] for r in rows], dtype=np.float32)
+
+
+def ours_latency(folder, lengths, precision):
+    """Batch-1 latency by `cargo bench --bench latency` (precision f32, int8 or bf16), in ms by length; empty, with
+    the error printed, when the bench fails (as with a precision it does not take)."""
     done = subprocess.run(
-        ["cargo", "bench", "-q", "--bench", "latency", "--", str(folder), ",".join(map(str, lengths)), quantize],
+        ["cargo", "bench", "-q", "--bench", "latency", "--", str(folder), ",".join(map(str, lengths)), precision],
         capture_output=True, text=True, cwd=ROOT,
     )
     if done.returncode != 0:
-        raise RuntimeError(done.stderr)
+        print(f"      latency bench failed for {precision}: {done.stderr.strip()[-500:]}", flush=True)
+        return {}
     found = dict(re.findall(r"tokens=(\d+) median_ms=([\d.]+)", done.stdout))
     return {int(k): float(v) for k, v in found.items()}
 
@@ -212,6 +349,38 @@ def latency(forward_ids, tokens, runs=50):
     return statistics.median(times)
 
 
+def reference_of(name):
+    """The f32 row of the same family: ours against ours, the peers (the same weights) against transformers."""
+    return "roformer f32" if name.startswith("roformer") else "transformers f32"
+
+
+def add_agreement(rows, probs):
+    """Adds to each row its agreement with its reference row on the same sentences: the share of equal argmax
+    labels, and the largest absolute difference of a class probability (nothing when the reference did not run)."""
+    for name, row in rows.items():
+        ref = reference_of(name)
+        if name == ref or ref not in probs:
+            continue
+        a, b = probs[name], probs[ref]
+        assert a.shape == b.shape, (name, a.shape, ref, b.shape)
+        row.update(
+            reference=ref,
+            label_agreement=float(np.mean(a.argmax(-1) == b.argmax(-1))),
+            max_abs_prob_diff=float(np.abs(a - b).max()),
+        )
+
+
+def comma_list(choices):
+    def parse(text):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in choices]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{', '.join(bad)}: not among {', '.join(choices)}")
+        return items
+
+    return parse
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/glue/SST-2/dev.tsv"))
@@ -219,12 +388,36 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-small", action="store_true", help="leave out the bundled model's shape")
     parser.add_argument(
+        "--skip-peers",
+        type=comma_list(sorted({n.replace(" ", "-") for n in PEERS} | {n.split()[0] for n in PEERS})),
+        default=[],
+        help="peers to leave out, comma-separated, by name (transformers-bf16, openvino-int8, ...) or family "
+        "(openvino); without transformers-f32 the peers get no agreement columns",
+    )
+    parser.add_argument(
+        "--ours",
+        type=comma_list(OURS),
+        default=OURS,
+        help="our precisions, comma-separated (default f32,int8,bf16; bf16 is `classify --dtype bf16`); without f32 "
+        "ours get no agreement columns",
+    )
+    parser.add_argument(
+        "--calibration",
+        default=str(ROOT.parent / "shared/data/glue/SST-2/train.tsv"),
+        help="sentences NNCF calibrates OpenVINO's int8 model on (SST-2 train; never the dev file)",
+    )
+    parser.add_argument("--calibration-size", type=int, default=300)
+    parser.add_argument(
         "--level",
-        choices=["portable", "avx2", "avx-vnni", "avx512", "avx512-vnni"],
-        help="hold our kernels to this SIMD level (ROFORMER_CPU_LEVEL); with avx2 or avx-vnni, PyTorch's oneDNN "
-        "and MKL are held to AVX2 too (ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS); ONNX Runtime has no such switch",
+        choices=["portable", "avx2", "avx-vnni", "avx512", "avx512-vnni", "avx512-bf16", "amx"],
+        help="hold our kernels to this SIMD level (ROFORMER_CPU_LEVEL); with avx2 or avx-vnni, PyTorch's and "
+        "OpenVINO's oneDNN and MKL are held to AVX2 too (ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS; OpenVINO then "
+        "at f32); ONNX Runtime has no such switch",
     )
     args = parser.parse_args()
+    if Path(args.calibration).resolve() == Path(args.data).resolve():
+        parser.error("--calibration must not be the file the benchmark scores")
+    ours = [p for p in OURS if p in args.ours]
     if args.level:
         os.environ["ROFORMER_CPU_LEVEL"] = args.level
         if args.level in ("avx2", "avx-vnni"):
@@ -239,46 +432,64 @@ def main():
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads each",
         "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
-        "versions": {"torch": torch.__version__},
+        "versions": peer_versions(),
         "sentences": len(sentences),
         "simd": simd_summary(),
+        "calibration": f"{args.calibration_size} sentences of {Path(args.calibration).name} (seed 0)",
     }
-    import onnxruntime
-    import transformers
-
-    results["versions"].update(transformers=transformers.__version__, onnxruntime=onnxruntime.__version__)
+    peers = {"skip": args.skip_peers, "calibration": args.calibration, "calibration_size": args.calibration_size}
 
     base = build_base(args.vocab)
-    base_rows = {}
-    for name, (classify, forward_ids) in peer_systems(base, "base").items():
-        rate = median_rate(len(sentences), lambda: [classify(b) for b in batches(sentences, 32)], args.runs)
-        base_rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": latency(forward_ids, n) for n in (16, 128)}}
+    rows, probs = {}, {}
+    for name, build in peer_systems(base, "base", **peers).items():
+        classify, forward_ids, info = build()
+        rate, probs[name] = median_rate(len(sentences), lambda: predict(classify, sentences, 32), args.runs)
+        rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": latency(forward_ids, n) for n in (16, 128)},
+                      **info}
+        del classify, forward_ids
+        print(f"base  {name:18} {rate:8.1f} sentences/s  {info['precision']}", flush=True)
+    for precision in ours:
+        name = f"roformer {precision}"
+        rate, probs[name] = ours_rate(base, args.data, 32, precision, args.runs)
+        lat = ours_latency(base, [16, 128], precision)
+        rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": lat.get(n) for n in (16, 128)},
+                      "precision": precision}
         print(f"base  {name:18} {rate:8.1f} sentences/s", flush=True)
-    for quantize in ("f32", "int8"):
-        name = f"roformer {quantize}"
-        rate = ours_rate(base, args.data, 32, quantize, args.runs)
-        lat = ours_latency(base, [16, 128], quantize)
-        base_rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": lat[n] for n in (16, 128)}}
-        print(f"base  {name:18} {rate:8.1f} sentences/s", flush=True)
-    results["base"] = base_rows
+    add_agreement(rows, probs)
+    results["base"] = rows
 
     if not args.skip_small:
         small = ROOT / "models" / "roformer-sst2"
-        small_rows = {}
-        for name, (classify, _) in peer_systems(small, "small").items():
-            small_rows[name] = {
-                f"batch_{b}": median_rate(len(sentences), lambda: [classify(x) for x in batches(sentences, b)], 5)
-                for b in (1, 32)
-            }
-            print(f"small {name:18} {small_rows[name]}", flush=True)
-        for quantize in ("f32", "int8"):
-            name = f"roformer {quantize}"
-            small_rows[name] = {f"batch_{b}": ours_rate(small, args.data, b, quantize, 5) for b in (1, 32)}
-            print(f"small {name:18} {small_rows[name]}", flush=True)
-        results["small"] = small_rows
+        rows, probs = {}, {}
+        for name, build in peer_systems(small, "small", **peers).items():
+            classify, forward_ids, info = build()
+            rows[name] = {"precision": info["precision"]}
+            for b in (1, 32):
+                rows[name][f"batch_{b}"], probs[name] = median_rate(
+                    len(sentences), lambda: predict(classify, sentences, b), 5
+                )
+            del classify, forward_ids
+            print(f"small {name:18} {rows[name]}", flush=True)
+        for precision in ours:
+            name = f"roformer {precision}"
+            rows[name] = {"precision": precision}
+            for b in (1, 32):
+                rows[name][f"batch_{b}"], probs[name] = ours_rate(small, args.data, b, precision, 5)
+            print(f"small {name:18} {rows[name]}", flush=True)
+        add_agreement(rows, probs)
+        results["small"] = rows
 
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     print_tables(results)
+
+
+def peer_versions():
+    """The versions of the peers that import (a skipped one need not be installed)."""
+    versions = {"torch": torch.__version__}
+    for module in ("transformers", "onnxruntime", "openvino", "nncf"):
+        with contextlib.suppress(ImportError):
+            versions[module] = __import__(module).__version__
+    return versions
 
 
 def simd_summary():
@@ -288,30 +499,62 @@ def simd_summary():
         if line.startswith("flags"):
             flags = set(line.split(":", 1)[1].split())
             break
-    wanted = ["avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"]
+    wanted = ["avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8",
+              "amx_bf16"]
     has = [f for f in wanted if f in flags]
     if os.environ.get("ROFORMER_CPU_LEVEL"):
         level = os.environ["ROFORMER_CPU_LEVEL"] + " (forced)"
     elif "avx512f" in flags:
-        level = "avx512-vnni" if "avx512_vnni" in flags else "avx512"
+        if "amx_int8" in flags and "avx512_vnni" in flags:
+            level = "amx"
+        elif "avx512_bf16" in flags:
+            level = "avx512-bf16"
+        else:
+            level = "avx512-vnni" if "avx512_vnni" in flags else "avx512"
     elif "avx2" in flags:
         level = "avx-vnni" if "avx_vnni" in flags else "avx2"
     else:
         level = "portable"
-    peers = "PyTorch held to AVX2" if os.environ.get("ONEDNN_MAX_CPU_ISA") else "peers at their own best"
+    held = "PyTorch and OpenVINO (at f32) held to AVX2"
+    peers = held if os.environ.get("ONEDNN_MAX_CPU_ISA") else "peers at their own best"
     return f"CPU has {' '.join(has) or 'none of ' + ' '.join(wanted)}; roformer level {level}; {peers}"
+
+
+def fmt(value, spec, suffix=""):
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def agreement_cells(row):
+    """The agreement columns of a row: 'ref' for a reference row, '—' where its reference did not run."""
+    if "reference" not in row:
+        return ["—", "—"]
+    return [f"{row['label_agreement'] * 100:.1f}%", f"{row['max_abs_prob_diff']:.2g}"]
 
 
 def print_tables(results):
     print(f"\n{results['date']}, {results['cpu']}, {results['machine']}; {results['versions']}")
     print(results.get("simd", ""))
-    print("\nBase size, SST-2 dev, batch 32 | sentences/s | batch-1 latency 16 tokens | 128 tokens")
+    print(f"OpenVINO int8 calibration: {results.get('calibration', '?')}")
+    print("\nAgreement: the share of argmax labels equal to the f32 reference of the family (transformers f32 for "
+          "the peers, roformer f32 for ours), and the largest |Δ probability|.")
+    print("\nBase size, SST-2 dev, batch 32 | precision | sentences/s | batch-1 latency 16 tokens | 128 tokens "
+          "| labels agree | max |Δp| |")
     for name, row in results["base"].items():
-        print(f"| {name} | {row['sentences_per_s']:.1f} | {row['latency_ms_16']:.1f} ms | {row['latency_ms_128']:.1f} ms |")
+        cells = ["ref", "ref"] if name == reference_of(name) else agreement_cells(row)
+        print(f"| {name} | {row.get('precision', '?')} | {row['sentences_per_s']:.1f} "
+              f"| {fmt(row['latency_ms_16'], '.1f', ' ms')} | {fmt(row['latency_ms_128'], '.1f', ' ms')} "
+              f"| {' | '.join(cells)} |")
+    for name, row in results["base"].items():
+        if row.get("matmul_precisions"):
+            print(f"  {name}: INFERENCE_PRECISION_HINT {row['inference_precision_hint']}; matrix products "
+                  f"{', '.join(f'{k} ×{v}' for k, v in row['matmul_precisions'].items())}")
     if "small" in results:
-        print("\nBundled model's shape, SST-2 dev | batch 1 | batch 32 (sentences/s)")
+        print("\nBundled model's shape, SST-2 dev | precision | batch 1 | batch 32 (sentences/s) | labels agree "
+              "| max |Δp| |")
         for name, row in results["small"].items():
-            print(f"| {name} | {row['batch_1']:.0f} | {row['batch_32']:.0f} |")
+            cells = ["ref", "ref"] if name == reference_of(name) else agreement_cells(row)
+            print(f"| {name} | {row.get('precision', '?')} | {row['batch_1']:.0f} | {row['batch_32']:.0f} "
+                  f"| {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":
