@@ -58,7 +58,8 @@ pub struct RunArgs {
     /// f32, f16 or bf16.
     #[arg(long, default_value = "f32")]
     pub dtype: String,
-    /// none, or int8: int8 linear layers in the encoder (CPU only).
+    /// none, int8 or bf16: int8 or bf16 linear layers in the encoder (CPU only; `--dtype bf16` on
+    /// the CPU is bf16).
     #[arg(long, default_value = "none")]
     pub quantize: roformer::Quantization,
     /// RoPE scaling for inputs past the trained length: linear:4, dynamic:2 or yarn:4.

@@ -107,7 +107,7 @@ status=0
 say "tests on cuda (log: $OUT/tests.log)"
 ROFORMER_TEST_DEVICE=cuda ROFORMER_SOURCE_DIR=$ROOT ROFORMER_PRINT_DIFFS=1 \
     "$BUNDLE/deps/integration" model_parity:: families:: pipelines:: model_behaviour:: quantization:: \
-    --test-threads=4 2>&1 | tee "$OUT/tests.log" | grep -E '^test |test result|max abs|skipped|panicked'
+    --test-threads=4 --nocapture 2>&1 | tee "$OUT/tests.log" | grep -E '^test |test result|max abs|skipped|panicked'
 [[ ${PIPESTATUS[0]} == 0 ]] || {
     status=1
     say "TESTS FAILED on the GPU"

@@ -1,4 +1,5 @@
-//! The int8 mode: how far it lands from transformers' f32 outputs, and what it refuses.
+//! The int8 and bf16 modes: how far they land from transformers' f32 outputs, and what they
+//! refuse.
 
 use candle_core::{DType, Device};
 use candle_nn::{VarBuilder, VarMap};
@@ -12,11 +13,11 @@ fn expected(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// The largest |Δprobability| of int8 against transformers' f32 probabilities, over every
+/// The largest |Δprobability| under `options` against transformers' f32 probabilities, over every
 /// text and pair of a classifier fixture.
-fn worst_probability_change(name: &str) -> f64 {
+fn worst_probability_change(name: &str, options: PipelineOptions) -> f64 {
     let dir = crate::support::fixture(&format!("pipelines/{name}"));
-    let options = PipelineOptions::default().with_quantization(Quantization::Int8).with_batch_size(3);
+    let options = options.with_batch_size(3);
     let classifier = TextClassifier::from_pretrained_with(dir, options).unwrap();
     let want = expected(name);
     let mut worst = 0f64;
@@ -47,7 +48,8 @@ fn int8_probabilities_stay_close_to_transformers_f32() {
         return;
     }
     for name in ["cls", "multilabel"] {
-        let worst = worst_probability_change(name);
+        let worst =
+            worst_probability_change(name, PipelineOptions::default().with_quantization(Quantization::Int8));
         if std::env::var_os("ROFORMER_PRINT_DIFFS").is_some() {
             eprintln!("{name}: int8 max |Δprobability| {worst:.2e}");
         }
@@ -85,14 +87,12 @@ fn bounds() -> (f64, f64) {
     }
 }
 
-#[test]
-fn int8_hidden_states_stay_close_to_transformers_f32() {
-    if cpu_only("int8") {
-        return;
-    }
+/// The base fixture's last hidden state in `precision`, against transformers' f32: (max abs,
+/// relative).
+fn hidden_state_diffs(precision: Quantization) -> (f64, f64) {
     let reference = Reference::load("base");
     let mut model: RoFormerModel = load_dir(model_fixture("base"), DType::F32, &Device::Cpu).unwrap();
-    model.quantize(Quantization::Int8).unwrap();
+    model.quantize(precision).unwrap();
     let inputs = roformer::Inputs {
         input_ids: reference.tensor("batch.input_ids"),
         token_type_ids: reference.get("batch.token_type_ids"),
@@ -101,10 +101,65 @@ fn int8_hidden_states_stay_close_to_transformers_f32() {
     let out = model.forward(inputs).unwrap();
     let (abs, rel) = diffs(&out, reference.tensor("batch.last_hidden_state"));
     if std::env::var_os("ROFORMER_PRINT_DIFFS").is_some() {
-        eprintln!("int8 last hidden state: max abs {abs:.2e}, relative {rel:.2e}");
+        eprintln!("{precision} last hidden state: max abs {abs:.2e}, relative {rel:.2e}");
     }
+    (abs, rel)
+}
+
+#[test]
+fn int8_hidden_states_stay_close_to_transformers_f32() {
+    if cpu_only("int8") {
+        return;
+    }
+    let (abs, rel) = hidden_state_diffs(Quantization::Int8);
     let bound = bounds().1;
     assert!(rel > 0.0 && rel < bound, "relative error {rel:.3e} (bound {bound}), max abs {abs:.3e}");
+}
+
+/// bf16's stated bounds on the fixtures (weights of std 0.3): (|Δprobability| on the classifier
+/// fixtures, max abs and relative error of the base fixture's last hidden state). bf16 keeps 8
+/// significant bits of weights and inputs, summed in f32: measured 1.4e-2 (cls), 4.7e-3
+/// (multilabel), 5.5e-2 max abs and 6.8e-3 relative, the same to two digits at amx, avx512-bf16,
+/// avx512-vnni and portable (2026-11-26, the 2-core AMX Xeon). transformers' own bf16 lands 0.13
+/// max abs and 1.5e-2 relative from its f32 on this fixture (on an H100).
+const BF16_BOUNDS: (f64, f64, f64) = (0.03, 0.1, 0.012);
+
+#[test]
+fn bf16_hidden_states_stay_close_to_transformers_f32() {
+    if cpu_only("bf16") {
+        return;
+    }
+    let (abs, rel) = hidden_state_diffs(Quantization::Bf16);
+    let (_, max_abs, max_rel) = BF16_BOUNDS;
+    assert!(rel > 0.0, "bf16 gave the f32 answers exactly, so it did not run");
+    assert!(
+        abs < max_abs && rel < max_rel,
+        "bf16: max abs {abs:.3e} (bound {max_abs}), relative {rel:.3e} (bound {max_rel})"
+    );
+}
+
+#[test]
+fn bf16_on_the_cpu_runs_the_fused_engine_and_stays_close_to_transformers_f32() {
+    if cpu_only("bf16") {
+        return;
+    }
+    // The dtype option asks for it, as `--dtype bf16` does.
+    for name in ["cls", "multilabel"] {
+        let worst = worst_probability_change(name, PipelineOptions::default().with_dtype(DType::BF16));
+        if std::env::var_os("ROFORMER_PRINT_DIFFS").is_some() {
+            eprintln!("{name}: bf16 max |Δprobability| {worst:.2e}");
+        }
+        assert!(worst > 0.0, "{name}: bf16 gave the f32 answers exactly, so it did not run");
+        assert!(
+            worst < BF16_BOUNDS.0,
+            "{name}: bf16 moved a probability by {worst:.3e} (bound {})",
+            BF16_BOUNDS.0
+        );
+    }
+    let dir = crate::support::fixture("pipelines/cls");
+    let both = PipelineOptions::default().with_dtype(DType::BF16).with_quantization(Quantization::Int8);
+    let err = TextClassifier::from_pretrained_with(dir, both).unwrap_err();
+    assert!(err.to_string().contains("int8 cannot be combined with dtype bf16"), "{err}");
 }
 
 #[test]
@@ -139,6 +194,7 @@ fn quantization_refuses_what_it_cannot_serve() {
     let err = "int4".parse::<Quantization>().unwrap_err();
     assert!(err.to_string().contains("int4") && err.to_string().contains("none, int8"), "{err}");
     assert_eq!("int8".parse::<Quantization>().unwrap(), Quantization::Int8);
+    assert_eq!("bf16".parse::<Quantization>().unwrap(), Quantization::Bf16);
 }
 
 #[test]

@@ -647,7 +647,7 @@ mod tests {
             println!("amx level: this CPU (or its OS) cannot run it; the bf16 tile program ran on the model unit only");
             return;
         }
-        let registers = Bf16Kernel::for_level(Level::Amx);
+        let registers = Bf16Kernel::for_level(Level::Amx).expect("amx has bf16 instructions");
         let (amx, _) = Bf16Kernel::tiles_for_level(Level::Amx).expect("the amx level has tiles");
         for (i, &(m, k, n)) in SHAPES.iter().enumerate() {
             let w = noise(n * k, 50 + i as u64);

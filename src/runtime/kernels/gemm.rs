@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::tile_bf16::{to_bf16, Bf16Kernel, Bf16Tile};
+use super::tile_bf16::{from_bf16, offset, to_bf16, Bf16Kernel, Bf16Tile};
 use super::tile_f32::{F32Kernel, F32Tile};
 use super::tile_int8::{I8Kernel, I8Tile};
 use super::{Level, SendPtr};
@@ -72,6 +72,17 @@ pub(crate) fn row_dwords(steps: usize) -> usize {
     steps.next_multiple_of(16)
 }
 
+/// Rows per block of a product: a tile program's loads come from L1 and L2 alone, so its blocks
+/// take 256 rows (8 tiles of 32, their inputs 192 KiB at K = 768), each weight panel then read
+/// from L3 or memory once per 256 rows; the register kernels' take 56.
+fn block_rows(tile_rows: bool) -> usize {
+    if tile_rows {
+        256
+    } else {
+        56
+    }
+}
+
 /// How one product's work is cut into tasks.
 pub(crate) struct Plan {
     pub tiles: Vec<(usize, usize)>,
@@ -83,22 +94,25 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub fn new(m: usize, n: usize, mr: usize, nr: usize, parallel: bool) -> Self {
-        Self::with_tiles(tiles(m, mr), m, n, mr, nr, parallel)
+        Self::with_tiles(tiles(m, mr), m, n, mr, nr, 56, parallel)
     }
 
-    /// The plan over given tiles of `m` rows.
+    /// The plan over given tiles of `m` rows, in blocks of about `block_rows` past 224.
+    #[allow(clippy::too_many_arguments)]
     fn with_tiles(
         tiles: Vec<(usize, usize)>,
         m: usize,
         n: usize,
         mr: usize,
         nr: usize,
+        block_rows: usize,
         parallel: bool,
     ) -> Self {
         // Up to 224 rows form one block, so each weight is read once: short inputs are bound by
-        // how fast the weights stream in. Longer inputs take blocks of about 56 rows, whose
-        // packed input stays in L1 and L2 while a task streams a group of panels.
-        let tiles_per_block = if m <= 224 { tiles.len().max(1) } else { 56usize.div_ceil(mr) };
+        // how fast the weights stream in. Longer inputs take blocks of `block_rows` (56 for the
+        // register kernels), whose packed input stays in L1 and L2 while a task streams a group of
+        // panels.
+        let tiles_per_block = if m <= 224 { tiles.len().max(1) } else { block_rows.div_ceil(mr) };
         let blocks = tiles.len().div_ceil(tiles_per_block);
         let panels = n.div_ceil(nr);
         // Groups of 256 columns when the rows give enough tasks, else few enough columns that
@@ -186,6 +200,38 @@ impl Aligned {
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data[self.offset..self.offset + self.len]
+    }
+}
+
+/// A zeroed buffer of `T` whose first element sits on a 64-byte boundary: a tile load reads 16
+/// rows of 64 bytes, and a row across two cache lines costs two (packed panels and tile rows are
+/// whole lines long, so every row then starts on one).
+#[derive(Debug)]
+pub(crate) struct Lines<T> {
+    data: Vec<T>,
+    offset: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> Lines<T> {
+    pub fn zeroed(len: usize) -> Self {
+        let spare = 64 / std::mem::size_of::<T>().max(1);
+        let data = vec![T::default(); len + spare];
+        let offset = data.as_ptr().align_offset(64).min(spare);
+        Self { data, offset, len }
+    }
+}
+
+impl<T> std::ops::Deref for Lines<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.data[self.offset..self.offset + self.len]
+    }
+}
+
+impl<T> std::ops::DerefMut for Lines<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
         &mut self.data[self.offset..self.offset + self.len]
     }
 }
@@ -426,7 +472,7 @@ pub(crate) struct PackedI8 {
     k: usize,
     /// k rounded up to a multiple of the layout's step depth (4 or 8).
     k_padded: usize,
-    panels: Vec<i8>,
+    panels: Lines<i8>,
     /// Per output column: the scale back to f32, and the sum of its quantized weights.
     scales: Vec<f32>,
     sums: Vec<i32>,
@@ -457,7 +503,7 @@ impl PackedI8 {
         let (nr, layout) = (kernel.nr, kernel.layout);
         let k_padded = k.div_ceil(layout.depth()) * layout.depth();
         let count = n.div_ceil(nr);
-        let mut panels = vec![0i8; count * k_padded * nr];
+        let mut panels = Lines::zeroed(count * k_padded * nr);
         // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
         let mut scales = vec![1f32; count * nr];
         let mut sums = vec![0i32; count * nr];
@@ -500,12 +546,12 @@ impl PackedI8 {
         let (mr, nr) = (kernel.mr, kernel.nr);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
         let rows = kernel.input == Input::Rows;
-        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, true);
+        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, block_rows(rows), true);
         let steps = self.k_padded / 4;
         // Each tile: its rows' u8 inputs, 4 k's to a dword, as the kernel reads them (zero where
         // no row or k is), and its rows' scales, zero points and sums.
         let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
-        let mut packed = vec![0u32; plan.tiles.len() * tile_dwords];
+        let mut packed = Lines::<u32>::zeroed(plan.tiles.len() * tile_dwords);
         let mut row_scales = vec![0f32; plan.tiles.len() * mr];
         let mut zero_points = vec![0i32; plan.tiles.len() * mr];
         let mut row_sums = vec![0i32; plan.tiles.len() * mr];
@@ -552,23 +598,43 @@ impl PackedI8 {
     }
 }
 
-/// A weight (n, k) rounded to bf16 and packed for the bf16 microkernel of one level: panel p
-/// holds columns p·nr..p·nr + nr as steps of 2 k, laid out as the kernel's `pairs` says. Half
-/// the memory of [`PackedF32`].
+/// A weight (n, k) rounded to bf16 and packed for one level: panel p holds columns p·nr..p·nr +
+/// nr as steps of 2 k, each column's 2 k together for a bf16 kernel, each k's columns together
+/// where the level has none and the panels are widened for its f32 kernel. Half the memory of
+/// [`PackedF32`].
 #[derive(Debug)]
 pub(crate) struct PackedBf16 {
-    kernel: &'static Bf16Kernel,
-    /// A tile program that reads the same panels, for products of at least this many rows.
-    tiles: Option<(&'static Bf16Kernel, usize)>,
+    compute: Bf16Compute,
     n: usize,
     k: usize,
-    panels: Vec<u16>,
+    nr: usize,
+    panels: Lines<u16>,
 }
 
+/// How a level computes bf16 products, decided when the weight is packed.
+#[derive(Debug, Clone, Copy)]
+enum Bf16Compute {
+    /// A bf16 kernel, and a tile program that reads the same panels for products of at least so
+    /// many rows.
+    Native { kernel: &'static Bf16Kernel, tiles: Option<(&'static Bf16Kernel, usize)> },
+    /// The level's f32 kernel on panels widened a group at a time, inputs rounded to bf16 and
+    /// back: the same products, at f32's speed less the widening.
+    Widened(&'static F32Kernel),
+}
+
+/// Columns of widened panels per pass: 256, as the f32 driver groups panels per task.
+const WIDENED_COLUMNS: usize = 256;
+
 impl PackedBf16 {
-    /// Rounds `w` (n, k) row-major to bf16 for `level`'s kernel.
+    /// Rounds `w` (n, k) row-major to bf16 for `level`.
     pub fn new(level: Level, w: &[f32], n: usize, k: usize) -> Self {
-        Self::for_kernels(Bf16Kernel::for_level(level), Bf16Kernel::tiles_for_level(level), w, n, k)
+        match Bf16Kernel::for_level(level) {
+            Some(kernel) => Self::for_kernels(kernel, Bf16Kernel::tiles_for_level(level), w, n, k),
+            None => {
+                let kernel = F32Kernel::for_level(level);
+                Self::pack(Bf16Compute::Widened(kernel), kernel.nr, false, w, n, k)
+            }
+        }
     }
 
     /// [`PackedBf16::new`] for `kernel`, and `tiles` above its row count.
@@ -579,24 +645,27 @@ impl PackedBf16 {
         n: usize,
         k: usize,
     ) -> Self {
-        assert_eq!(w.len(), n * k, "PackedBf16: weight of {} floats is not ({n}, {k})", w.len());
         if let Some((tiles, _)) = tiles {
             assert!(
                 (tiles.nr, tiles.pairs) == (kernel.nr, kernel.pairs),
                 "PackedBf16: a tile program must read the panels its kernel packs"
             );
         }
-        let nr = kernel.nr;
+        Self::pack(Bf16Compute::Native { kernel, tiles }, kernel.nr, kernel.pairs, w, n, k)
+    }
+
+    fn pack(compute: Bf16Compute, nr: usize, pairs: bool, w: &[f32], n: usize, k: usize) -> Self {
+        assert_eq!(w.len(), n * k, "PackedBf16: weight of {} floats is not ({n}, {k})", w.len());
         let panel = k.div_ceil(2) * 2 * nr;
-        let mut panels = vec![0u16; n.div_ceil(nr) * panel];
+        let mut panels = Lines::zeroed(n.div_ceil(nr) * panel);
         panels.par_chunks_mut(panel.max(1)).enumerate().for_each(|(p, panel)| {
             for j in 0..nr.min(n - p * nr) {
                 for (kk, &v) in w[(p * nr + j) * k..][..k].iter().enumerate() {
-                    panel[kernel.offset(j, kk)] = to_bf16(v);
+                    panel[offset(nr, pairs, j, kk)] = to_bf16(v);
                 }
             }
         });
-        Self { kernel, tiles, n, k, panels }
+        Self { compute, n, k, nr, panels }
     }
 
     pub fn dims(&self) -> (usize, usize) {
@@ -608,20 +677,41 @@ impl PackedBf16 {
     /// # Safety
     /// `out` must be valid for m × n writes; all of them are written.
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
+        assert!(
+            a.len() >= m * self.k && bias.is_none_or(|b| b.len() == self.n),
+            "PackedBf16::matmul: operand sizes"
+        );
+        match self.compute {
+            // The one choice between a level's tile program and its register kernel.
+            Bf16Compute::Native { tiles: Some((tiles, min_rows)), .. } if m >= min_rows => {
+                // SAFETY: as the caller promises.
+                unsafe { self.matmul_native(tiles, a, m, bias, out) }
+            }
+            // SAFETY: as the caller promises.
+            Bf16Compute::Native { kernel, .. } => unsafe { self.matmul_native(kernel, a, m, bias, out) },
+            // SAFETY: as the caller promises.
+            Bf16Compute::Widened(kernel) => unsafe { self.matmul_widened(kernel, a, m, bias, out) },
+        }
+    }
+
+    /// # Safety
+    /// As [`PackedBf16::matmul`].
+    unsafe fn matmul_native(
+        &self,
+        kernel: &Bf16Kernel,
+        a: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        out: *mut f32,
+    ) {
         let (n, k) = (self.n, self.k);
-        // The one choice between a level's tile program and its register kernel.
-        let kernel = match self.tiles {
-            Some((tiles, min_rows)) if m >= min_rows => tiles,
-            _ => self.kernel,
-        };
         let (mr, nr) = (kernel.mr, kernel.nr);
-        assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedBf16::matmul: operand sizes");
         let rows = kernel.input == Input::Rows;
-        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, true);
+        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, block_rows(rows), true);
         let steps = k.div_ceil(2);
         let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
         // Zero where no row or k is: the kernels read whole lines and tile rows.
-        let mut packed = vec![0u32; plan.tiles.len() * tile_dwords];
+        let mut packed = Lines::<u32>::zeroed(plan.tiles.len() * tile_dwords);
         packed.par_chunks_mut(tile_dwords.max(1)).zip(&plan.tiles).for_each(|(dst, &(row, rows))| {
             super::tile_bf16::round_rows(&a[row * k..], k, rows, kernel, dst)
         });
@@ -653,6 +743,55 @@ impl PackedBf16 {
                 }
             }
         });
+    }
+
+    /// # Safety
+    /// As [`PackedBf16::matmul`].
+    unsafe fn matmul_widened(
+        &self,
+        kernel: &F32Kernel,
+        a: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        out: *mut f32,
+    ) {
+        let (n, k, nr) = (self.n, self.k, self.nr);
+        let mut rounded = vec![0f32; m * k];
+        rounded.par_chunks_mut(4096).zip(a[..m * k].par_chunks(4096)).for_each(|(dst, src)| {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = from_bf16(to_bf16(s));
+            }
+        });
+        let panel = k.div_ceil(2) * 2 * nr;
+        let group = (WIDENED_COLUMNS / nr).max(1);
+        let (mut widened, mut packed) = (Aligned::scratch(group * panel), Aligned::scratch(0));
+        for first in (0..n.div_ceil(nr)).step_by(group) {
+            let count = group.min(n.div_ceil(nr) - first);
+            let source = &self.panels[first * panel..(first + count) * panel];
+            widened.resize(count * panel);
+            widened.as_mut_slice().par_chunks_mut(4096).zip(source.par_chunks(4096)).for_each(
+                |(dst, src)| {
+                    for (d, &s) in dst.iter_mut().zip(src) {
+                        *d = from_bf16(s);
+                    }
+                },
+            );
+            let col = first * nr;
+            let b = Panels {
+                data: widened.as_slice(),
+                stride: panel,
+                n: (n - col).min(count * nr),
+                k0: 0,
+                depth: k,
+            };
+            let start = bias.map_or(Start::Zero, |bias| Start::Bias(&bias[col..]));
+            // SAFETY: these columns' m rows lie inside `out` (n apart), as the caller promises.
+            unsafe {
+                multiply_f32(kernel, &rounded, k, m, b, start, out.wrapping_add(col), n, true, &mut packed)
+            };
+        }
+        widened.recycle();
+        packed.recycle();
     }
 }
 
@@ -831,7 +970,6 @@ mod tests {
 
     #[test]
     fn bf16_products_equal_f64_ones_of_the_rounded_operands_at_every_level() {
-        use super::super::tile_bf16::from_bf16;
         let round = |x: f32| from_bf16(to_bf16(x)) as f64;
         let shapes = SHAPES.iter().chain(&[(64, 100, 40), (33, 64, 33), (40, 31, 70)]);
         for level in tested_levels("bf16 GEMM") {

@@ -51,11 +51,14 @@ pub fn gemm_seconds(
                 I8Kernel::tiles_for_level(level).map(|(kernel, from)| (kernel, rows_from(tiles, from)));
             Box::new(PackedI8::for_kernels(I8Kernel::for_level(level), tiles, &w, n, k))
         }
-        "bf16" => {
-            let tiles =
-                Bf16Kernel::tiles_for_level(level).map(|(kernel, from)| (kernel, rows_from(tiles, from)));
-            Box::new(PackedBf16::for_kernels(Bf16Kernel::for_level(level), tiles, &w, n, k))
-        }
+        "bf16" => match Bf16Kernel::for_level(level) {
+            Some(kernel) => {
+                let tiles =
+                    Bf16Kernel::tiles_for_level(level).map(|(kernel, from)| (kernel, rows_from(tiles, from)));
+                Box::new(PackedBf16::for_kernels(kernel, tiles, &w, n, k))
+            }
+            None => Box::new(PackedBf16::new(level, &w, n, k)),
+        },
         _ => return Err(format!("no precision {precision} (f32, int8, bf16)")),
     };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;

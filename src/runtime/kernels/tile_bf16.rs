@@ -6,10 +6,11 @@
 //! | --- | --- | --- |
 //! | AMX (products of enough rows; others as AVX-512 BF16) | 32 × 32 | `tdpbf16ps` (16 × 32 by 32 × 16 per instruction; `amx`) |
 //! | AVX-512 BF16 | 14 × 32 | `vdpbf16ps` (512-bit) |
-//! | every other level | 4 × 16 | bf16 widened to f32 (a shift), f32 multiply-adds the compiler vectorises for the level |
+//! | every other level | the level's f32 tile | none: the weights widened to f32 (a shift) a group of panels at a time |
 //!
-//! Without bf16 instructions the weights still take half the memory, and each product costs
-//! the widening on top of f32's work: docs/speed.md gives the figures.
+//! Without bf16 instructions the weights still take half the memory, and a product runs the
+//! level's f32 kernel on the widened panels, with the widening and the inputs' rounding on top
+//! of f32's work (`gemm::PackedBf16`; docs/speed.md gives the figures).
 
 use super::gemm::{row_dwords, Input};
 use super::Level;
@@ -66,8 +67,7 @@ pub(crate) struct Bf16Kernel {
     /// Dwords per packed line of `a` ([`Input::Lines`]).
     pub a_stride: usize,
     /// Whether a step of a weight panel holds each column's 2 k together (the operand of
-    /// `vdpbf16ps` and `tdpbf16ps`), else each k's `nr` columns together (widening along
-    /// columns).
+    /// `vdpbf16ps` and `tdpbf16ps`), as every bf16 kernel's does (see [`offset`]).
     pub pairs: bool,
     /// How a tile's packed input holds its rows.
     pub input: Input,
@@ -79,25 +79,15 @@ pub(crate) struct Bf16Kernel {
 }
 
 impl Bf16Kernel {
-    /// The offset in a panel of `nr` columns of column `j` at depth `kk`.
-    pub fn offset(&self, j: usize, kk: usize) -> usize {
-        let (step, half) = (kk / 2, kk % 2);
-        if self.pairs {
-            step * self.nr * 2 + j * 2 + half
-        } else {
-            step * self.nr * 2 + half * self.nr + j
-        }
-    }
-
     /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
-    /// small for [`Bf16Kernel::tiles_for_level`]).
-    pub fn for_level(level: Level) -> &'static Bf16Kernel {
+    /// small for [`Bf16Kernel::tiles_for_level`]); none at a level without bf16 instructions.
+    pub fn for_level(level: Level) -> Option<&'static Bf16Kernel> {
         #[cfg(target_arch = "x86_64")]
         if matches!(level, Level::Avx512Bf16 | Level::Amx) {
-            return &AVX512_BF16;
+            return Some(&AVX512_BF16);
         }
         let _ = level;
-        &PORTABLE
+        None
     }
 
     /// The tile program for a level's products of many rows, on the weights
@@ -112,8 +102,6 @@ impl Bf16Kernel {
     }
 }
 
-static PORTABLE: Bf16Kernel =
-    Bf16Kernel { mr: 4, nr: 16, a_stride: 4, pairs: false, input: Input::Lines, tile: portable::tile };
 #[cfg(target_arch = "x86_64")]
 static AVX512_BF16: Bf16Kernel =
     Bf16Kernel { mr: 14, nr: 32, a_stride: 16, pairs: true, input: Input::Lines, tile: avx512_bf16::tile };
@@ -125,17 +113,31 @@ static AMX: Bf16Kernel =
 /// The fewest rows for which the AMX program beats the AVX-512 BF16 kernel, measured with
 /// `cargo bench --bench kernels -- gemm` (docs/speed.md).
 #[cfg(target_arch = "x86_64")]
-const AMX_MIN_ROWS: usize = 32;
+const AMX_MIN_ROWS: usize = 8;
 
 /// `x` in bf16, rounded to nearest with ties to even, as `vcvtneps2bf16` does (a NaN stays a
 /// NaN).
 #[inline(always)]
 pub(crate) fn to_bf16(x: f32) -> u16 {
     let bits = x.to_bits();
+    let rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16;
+    // A select, not a branch, so that loops over it vectorise.
     if x.is_nan() {
-        return ((bits >> 16) | 0x40) as u16;
+        ((bits >> 16) | 0x40) as u16
+    } else {
+        rounded
     }
-    ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16
+}
+
+/// The offset in a panel of `nr` columns of column `j` at depth `kk`: each column's 2 k together
+/// (`pairs`), else each k's `nr` columns together, which widened is an f32 kernel's panel.
+pub(crate) fn offset(nr: usize, pairs: bool, j: usize, kk: usize) -> usize {
+    let (step, half) = (kk / 2, kk % 2);
+    if pairs {
+        step * nr * 2 + j * 2 + half
+    } else {
+        step * nr * 2 + half * nr + j
+    }
 }
 
 /// The f32 a bf16 stands for, exactly.
@@ -151,19 +153,16 @@ super::multiversion! {
     pub(crate) fn round_rows(a: &[f32], k: usize, rows: usize, kernel: &Bf16Kernel, dst: &mut [u32]) {
         let steps = k.div_ceil(2);
         let row_dwords = row_dwords(steps);
+        // Each row rounded into whole pairs first, a loop the compiler vectorises.
+        let mut halves = vec![0u16; steps * 2];
         for r in 0..rows {
-            let row = &a[r * k..r * k + k];
-            let pair = |s: usize| {
-                let hi = if 2 * s + 1 < k { to_bf16(row[2 * s + 1]) } else { 0 };
-                u32::from(to_bf16(row[2 * s])) | u32::from(hi) << 16
-            };
+            for (h, &v) in halves.iter_mut().zip(&a[r * k..r * k + k]) {
+                *h = to_bf16(v);
+            }
+            let pairs = halves.chunks_exact(2).map(|p| u32::from(p[0]) | u32::from(p[1]) << 16);
             match kernel.input {
-                Input::Lines => (0..steps).for_each(|s| dst[s * kernel.a_stride + r] = pair(s)),
-                Input::Rows => {
-                    for (s, out) in dst[r * row_dwords..][..steps].iter_mut().enumerate() {
-                        *out = pair(s);
-                    }
-                }
+                Input::Lines => pairs.enumerate().for_each(|(s, pair)| dst[s * kernel.a_stride + r] = pair),
+                Input::Rows => dst[r * row_dwords..].iter_mut().zip(pairs).for_each(|(d, pair)| *d = pair),
             }
         }
     }
@@ -245,44 +244,6 @@ mod avx512_bf16 {
                 _mm512_storeu_ps(sums.as_mut_ptr().add(16), hi[r]);
                 t.store(r, &sums);
             }
-        }
-    }
-}
-
-mod portable {
-    use super::{from_bf16, Bf16Tile, PORTABLE};
-
-    const MR: usize = 4;
-    const NR: usize = 16;
-
-    /// # Safety
-    /// `t.c` is valid for the tile's writes.
-    pub(super) unsafe fn tile(t: &Bf16Tile) {
-        t.check(&PORTABLE);
-        let acc = sums(t);
-        for (r, sums) in acc.iter().enumerate().take(t.rows) {
-            // SAFETY: row r of `c` is valid for `cols` writes, as the caller promises.
-            unsafe { t.store(r, sums) };
-        }
-    }
-
-    super::super::multiversion! {
-        /// The tile's f32 sums. Each k's 16 weights lie together, so each product runs along the
-        /// columns: a widening shift, then multiply-adds the level's vectors hold.
-        fn sums(t: &Bf16Tile) -> [[f32; NR]; MR] {
-            let mut acc = [[0f32; NR]; MR];
-            for (line, step) in t.a.chunks_exact(MR).zip(t.b.chunks_exact(NR * 2)).take(t.steps) {
-                for (half, w) in step.chunks_exact(NR).enumerate() {
-                    let w: [f32; NR] = std::array::from_fn(|j| from_bf16(w[j]));
-                    for (row, &x) in acc.iter_mut().zip(line) {
-                        let x = from_bf16((x >> (16 * half)) as u16);
-                        for (o, &w) in row.iter_mut().zip(&w) {
-                            *o += x * w;
-                        }
-                    }
-                }
-            }
-            acc
         }
     }
 }

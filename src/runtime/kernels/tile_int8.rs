@@ -218,7 +218,7 @@ static AMX: I8Kernel = I8Kernel {
 /// The fewest rows for which the AMX program beats the AVX-512 VNNI kernel, measured with
 /// `cargo bench --bench kernels -- gemm` (docs/speed.md): below, a product stays in registers.
 #[cfg(target_arch = "x86_64")]
-pub(crate) const AMX_MIN_ROWS: usize = 32;
+pub(crate) const AMX_MIN_ROWS: usize = 16;
 
 #[cfg(target_arch = "aarch64")]
 static NEON_DOTPROD: I8Kernel = I8Kernel {
@@ -326,10 +326,6 @@ super::multiversion! {
     pub(crate) fn quantize_rows(a: &[f32], k: usize, rows: usize, kernel: &I8Kernel, dst: &mut [u32], scales: &mut [f32], zero_points: &mut [i32], sums: &mut [i32]) {
         let (a_stride, layout) = (kernel.a_stride, kernel.layout);
         let row_dwords = row_dwords(k.div_ceil(4));
-        let index = |step: usize, r: usize| match kernel.input {
-            Input::Lines => layout.input_index(a_stride, step, r),
-            Input::Rows => r * row_dwords + step,
-        };
         let flip = if kernel.signed_inputs { 0x8080_8080 } else { 0 };
         let mut bytes = vec![0u8; k.div_ceil(4) * 4];
         for r in 0..rows {
@@ -345,8 +341,11 @@ super::multiversion! {
             }
             sums[r] = bytes.iter().map(|&b| i32::from(b)).sum();
             // Bytes past k multiply zero weights: whatever they hold.
-            for (step, quad) in bytes.chunks_exact(4).enumerate() {
-                dst[index(step, r)] = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]) ^ flip;
+            let quads = bytes.chunks_exact(4).map(|quad| u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]) ^ flip);
+            match kernel.input {
+                Input::Lines => quads.enumerate().for_each(|(step, quad)| dst[layout.input_index(a_stride, step, r)] = quad),
+                // A whole row at once: a copy the compiler makes one.
+                Input::Rows => dst[r * row_dwords..].iter_mut().zip(quads).for_each(|(d, quad)| *d = quad),
             }
         }
     }
