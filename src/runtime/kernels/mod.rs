@@ -7,6 +7,15 @@
 //! tile unit's program in `amx`); the elementwise kernels are plain
 //! Rust compiled once per level by `multiversion!`. The level is picked at run time ([`Level`]),
 //! so the crate needs no `target-cpu` flag.
+//!
+//! The files follow the precisions, one per precision with a module per instruction set inside,
+//! because a precision's kernels share everything around their inner loop (the tile's operands,
+//! the packed layouts, the input's quantization or rounding, the epilogue), which the driver in
+//! `gemm` calls through one kernel table per precision: a reader who looks for AVX-512 VNNI's int8
+//! tile opens `tile_int8`. The exception is `amx`, a file for a unit rather than an instruction
+//! set: its program configures, loads and stores eight tile registers for both precisions, and
+//! its detection and permission belong to the unit; `tile_int8` and `tile_bf16` each hold the few
+//! lines that wire it in.
 
 /// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
 /// accumulators in registers.
