@@ -370,6 +370,16 @@ impl TileUnit for Model {
     }
 }
 
+/// Runs `f` on this thread's buffer for a tile program's 32 × 32 sums, whose contents are
+/// whatever the last tile left: the program stores every sum the epilogue reads (rows past 16 only
+/// when it has them). A fresh zeroed 4 KiB array per call cost as much as the epilogue.
+pub(crate) fn with_sums<R>(f: impl FnOnce(&mut [i32; 32 * 32]) -> R) -> R {
+    thread_local! {
+        static SUMS: std::cell::RefCell<[i32; 32 * 32]> = const { std::cell::RefCell::new([0; 32 * 32]) };
+    }
+    SUMS.with(|sums| f(&mut sums.borrow_mut()))
+}
+
 /// Int8 multiply-adds per second, in trillions, of `tdpbusd` on tiles loaded once (four
 /// accumulators from two A and two B tiles), on the calling thread: the unit's peak.
 #[cfg(target_arch = "x86_64")]
@@ -452,15 +462,16 @@ pub(crate) fn sums(
     }
     // The last chunk of a depth that is not a multiple of 16 steps reads its weights from a copy
     // padded with zero steps, so that no load passes the panel.
-    let mut tail = [0u8; ROWS * PANEL_STEP];
+    // (Made only then: zeroing 2 KiB on every call was a twentieth of an int8 forward pass.)
+    let mut tail = None;
     for chunk in 0..lda / ROW_BYTES {
         let first = chunk * ROWS;
         let (weights, offset) = if first + ROWS <= steps {
             (b, first * PANEL_STEP)
         } else {
             let left = (steps - first) * PANEL_STEP;
+            let tail = tail.insert([0u8; ROWS * PANEL_STEP]);
             tail[..left].copy_from_slice(&b[first * PANEL_STEP..][..left]);
-            tail[left..].fill(0);
             (&tail[..], 0)
         };
         unit.load::<0>(a, chunk * ROW_BYTES, lda);

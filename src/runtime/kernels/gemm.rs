@@ -223,6 +223,33 @@ impl<T: Copy + Default> Lines<T> {
     }
 }
 
+impl Lines<u32> {
+    /// A buffer of `len` dwords from the pool of spare ones, contents unspecified, as
+    /// [`Aligned::scratch`] gives floats: a fresh multi-megabyte input buffer per product cost its
+    /// page faults and their zeroing on every call. [`Lines::recycle`] gives it back.
+    pub fn scratch(len: usize) -> Self {
+        let spare = SPARE_LINES.lock().ok().and_then(|mut spare| {
+            let (i, _) =
+                spare.iter().enumerate().filter(|(_, v)| v.len() >= len + 16).min_by_key(|(_, v)| v.len())?;
+            Some(spare.swap_remove(i))
+        });
+        let data = spare.unwrap_or_else(|| vec![0; len + 16]);
+        let offset = data.as_ptr().align_offset(64).min(16);
+        Self { data, offset, len }
+    }
+
+    pub fn recycle(self) {
+        if let Ok(mut spare) = SPARE_LINES.lock() {
+            if spare.len() < 8 {
+                spare.push(self.data);
+            }
+        }
+    }
+}
+
+/// Packed-input buffers between calls.
+static SPARE_LINES: std::sync::Mutex<Vec<Vec<u32>>> = std::sync::Mutex::new(Vec::new());
+
 impl<T> std::ops::Deref for Lines<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
@@ -551,7 +578,10 @@ impl PackedI8 {
         // Each tile: its rows' u8 inputs, 4 k's to a dword, as the kernel reads them (zero where
         // no row or k is), and its rows' scales, zero points and sums.
         let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
-        let mut packed = Lines::<u32>::zeroed(plan.tiles.len() * tile_dwords);
+        // Each tile's lines or rows as its kernel reads them. What the quantizing or rounding leaves
+        // unwritten (rows past a tile's, bytes past k) is whatever the buffer held: products no
+        // output keeps, or sums with zero weights (and zero, for bf16, where garbage could be NaN).
+        let mut packed = Lines::<u32>::scratch(plan.tiles.len() * tile_dwords);
         let mut row_scales = vec![0f32; plan.tiles.len() * mr];
         let mut zero_points = vec![0i32; plan.tiles.len() * mr];
         let mut row_sums = vec![0i32; plan.tiles.len() * mr];
@@ -595,6 +625,7 @@ impl PackedI8 {
                 }
             }
         });
+        packed.recycle();
     }
 }
 
@@ -710,8 +741,10 @@ impl PackedBf16 {
         let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, block_rows(rows), true);
         let steps = k.div_ceil(2);
         let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
-        // Zero where no row or k is: the kernels read whole lines and tile rows.
-        let mut packed = Lines::<u32>::zeroed(plan.tiles.len() * tile_dwords);
+        // Each tile's lines or rows as its kernel reads them. What the quantizing or rounding leaves
+        // unwritten (rows past a tile's, bytes past k) is whatever the buffer held: products no
+        // output keeps, or sums with zero weights (and zero, for bf16, where garbage could be NaN).
+        let mut packed = Lines::<u32>::scratch(plan.tiles.len() * tile_dwords);
         packed.par_chunks_mut(tile_dwords.max(1)).zip(&plan.tiles).for_each(|(dst, &(row, rows))| {
             super::tile_bf16::round_rows(&a[row * k..], k, rows, kernel, dst)
         });
@@ -743,6 +776,7 @@ impl PackedBf16 {
                 }
             }
         });
+        packed.recycle();
     }
 
     /// # Safety

@@ -151,7 +151,7 @@ pub(crate) fn from_bf16(x: u16) -> f32 {
 
 super::multiversion! {
     /// Rounds `rows` rows of `a` (row stride `k`) to bf16 and lays them out for `kernel`, 2 k to
-    /// a dword (zero past k): in lines, `dst[step · a_stride + r]`; in rows,
+    /// a dword (zero past k, to whole tile rows): in lines, `dst[step · a_stride + r]`; in rows,
     /// `dst[r · row_dwords(steps) + step]`.
     pub(crate) fn round_rows(a: &[f32], k: usize, rows: usize, kernel: &Bf16Kernel, dst: &mut [u32]) {
         let steps = k.div_ceil(2);
@@ -165,7 +165,13 @@ super::multiversion! {
             let pairs = halves.chunks_exact(2).map(|p| u32::from(p[0]) | u32::from(p[1]) << 16);
             match kernel.input {
                 Input::Lines => pairs.enumerate().for_each(|(s, pair)| dst[s * kernel.a_stride + r] = pair),
-                Input::Rows => dst[r * row_dwords..].iter_mut().zip(pairs).for_each(|(d, pair)| *d = pair),
+                Input::Rows => {
+                    // The row's padding too: the buffer is reused, and old bits there could be
+                    // NaN, which times a zero weight is NaN.
+                    let row = &mut dst[r * row_dwords..(r + 1) * row_dwords];
+                    row.iter_mut().zip(pairs).for_each(|(d, pair)| *d = pair);
+                    row[steps..].fill(0);
+                }
             }
         }
     }
@@ -177,17 +183,18 @@ super::multiversion! {
 /// The CPU runs the `amx` level, and `t.c` is valid for the tile's writes.
 #[cfg(target_arch = "x86_64")]
 unsafe fn amx_tile(t: &Bf16Tile) {
-    use super::amx::{as_bytes, sums, Dot, Tmm};
+    use super::amx::{as_bytes, sums, with_sums, Dot, Tmm};
     t.check(&AMX);
-    let mut acc = [0i32; 32 * 32];
     // SAFETY: the level in force is `amx`, which only a usable unit supports.
     let mut unit = unsafe { Tmm::configured() };
-    sums(&mut unit, Dot::Bf16, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, &mut acc);
-    for r in 0..t.rows {
-        let row: [f32; 32] = std::array::from_fn(|j| f32::from_bits(acc[32 * r + j] as u32));
-        // SAFETY: row r of `c` is valid for `cols` writes (the caller).
-        unsafe { t.store(r, &row) };
-    }
+    with_sums(|acc| {
+        sums(&mut unit, Dot::Bf16, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, acc);
+        for r in 0..t.rows {
+            let row: [f32; 32] = std::array::from_fn(|j| f32::from_bits(acc[32 * r + j] as u32));
+            // SAFETY: row r of `c` is valid for `cols` writes (the caller).
+            unsafe { t.store(r, &row) };
+        }
+    })
 }
 
 /// Weight steps (of 2 k) to prefetch ahead of use.

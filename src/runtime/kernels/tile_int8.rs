@@ -489,12 +489,13 @@ mod avx512_vnni {
 #[cfg(target_arch = "x86_64")]
 unsafe fn amx_tile(t: &I8Tile) {
     t.check_input(32, 32, Input::Rows.tile_dwords(t.steps, 32, 0));
-    let mut acc = [0i32; 32 * 32];
     // SAFETY: the level in force is `amx`, which only a usable unit supports.
     let mut unit = unsafe { super::amx::Tmm::configured() };
-    super::amx::int8_sums(&mut unit, t, &mut acc);
-    // SAFETY: `amx` implies AVX-512 VNNI; the tile was checked; the caller vouches for `c`.
-    unsafe { avx512_vnni::store_sums(t, &acc) }
+    super::amx::with_sums(|acc| {
+        super::amx::int8_sums(&mut unit, t, acc);
+        // SAFETY: `amx` implies AVX-512 VNNI; the tile was checked; the caller vouches for `c`.
+        unsafe { avx512_vnni::store_sums(t, acc) }
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
