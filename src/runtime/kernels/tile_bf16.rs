@@ -49,10 +49,12 @@ impl Bf16Tile<'_> {
         );
     }
 
-    /// Writes row `r`'s `cols` sums plus the bias.
+    /// Writes row `r`'s `cols` sums plus the bias: the model unit's epilogue in the tests (the
+    /// kernels write theirs with AVX-512).
     ///
     /// # Safety
     /// Row r of `c` is valid for `cols` writes.
+    #[cfg(test)]
     pub(super) unsafe fn store(&self, r: usize, sums: &[f32]) {
         // SAFETY: as the caller promises.
         let c = unsafe { std::slice::from_raw_parts_mut(self.c.wrapping_add(r * self.ldc), self.cols) };
@@ -189,11 +191,8 @@ unsafe fn amx_tile(t: &Bf16Tile) {
     let mut unit = unsafe { Tmm::configured() };
     with_sums(|acc| {
         sums(&mut unit, Dot::Bf16, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, acc);
-        for r in 0..t.rows {
-            let row: [f32; 32] = std::array::from_fn(|j| f32::from_bits(acc[32 * r + j] as u32));
-            // SAFETY: row r of `c` is valid for `cols` writes (the caller).
-            unsafe { t.store(r, &row) };
-        }
+        // SAFETY: `amx` implies AVX-512; the tile was checked; the caller vouches for `c`.
+        unsafe { avx512_bf16::store_sums(t, acc) }
     })
 }
 
@@ -246,14 +245,48 @@ mod avx512_bf16 {
                 hi[r] = _mm512_dpbf16_ps(hi[r], x, b1);
             }
         }
-        let mut sums = [0f32; NR];
         for r in 0..R {
-            // SAFETY: `sums` holds 32 floats; row r of `c` is valid for `cols` writes.
+            // SAFETY: row r of `c` is valid for `cols` writes (the caller).
+            unsafe { store_row(t, r, lo[r], hi[r]) };
+        }
+    }
+
+    /// The AMX program's f32 sums (as bits, row r's 32 at `acc[32 r..]`) written out as this
+    /// kernel writes its own: a scalar loop here cost a quarter of the program's time.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; the tile was checked; its rows of `c` are valid for `cols` writes.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn store_sums(t: &Bf16Tile, acc: &[i32; 32 * 32]) {
+        for r in 0..t.rows {
+            // SAFETY: `acc` holds 32 rows of 32 lanes; row r of `c` as the caller promises.
             unsafe {
-                _mm512_storeu_ps(sums.as_mut_ptr(), lo[r]);
-                _mm512_storeu_ps(sums.as_mut_ptr().add(16), hi[r]);
-                t.store(r, &sums);
-            }
+                let row = acc.as_ptr().add(32 * r);
+                let (lo, hi) = (_mm512_loadu_ps(row.cast()), _mm512_loadu_ps(row.add(16).cast()));
+                store_row(t, r, lo, hi)
+            };
+        }
+    }
+
+    /// Row r's sums for columns 0..16 (`lo`) and 16..32 (`hi`) plus the bias, masked to `cols`.
+    ///
+    /// # Safety
+    /// Row r of `c` is valid for `cols` writes; the caller is compiled with AVX-512F.
+    #[inline(always)]
+    unsafe fn store_row(t: &Bf16Tile, r: usize, lo: __m512, hi: __m512) {
+        let cols = t.cols;
+        let mask_lo: __mmask16 = if cols >= 16 { 0xFFFF } else { ((1u32 << cols) - 1) as u16 };
+        let mask_hi: __mmask16 = if cols <= 16 { 0 } else { ((1u32 << (cols - 16)) - 1) as u16 };
+        // SAFETY: the bias holds 32 values (checked by `check`); masked lanes are not written.
+        unsafe {
+            let bias = t.bias.as_ptr();
+            let row = t.c.wrapping_add(r * t.ldc);
+            _mm512_mask_storeu_ps(row, mask_lo, _mm512_add_ps(lo, _mm512_loadu_ps(bias)));
+            _mm512_mask_storeu_ps(
+                row.wrapping_add(16),
+                mask_hi,
+                _mm512_add_ps(hi, _mm512_loadu_ps(bias.add(16))),
+            );
         }
     }
 }
