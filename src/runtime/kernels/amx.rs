@@ -78,42 +78,40 @@ fn advertised() -> bool {
 /// instruction raises SIGILL. Asked once, from [`usable`].
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn permitted() -> bool {
-    const ARCH_PRCTL: i64 = 158;
     const ARCH_GET_XCOMP_PERM: u64 = 0x1022;
     const ARCH_REQ_XCOMP_PERM: u64 = 0x1023;
     const XFEATURE_XTILEDATA: u64 = 18;
-    let requested: i64;
-    // SAFETY: the arch_prctl system call with an integer argument: it reads and writes no
-    // memory of ours; `syscall` clobbers rcx and r11, named here, and the kernel returns in rax.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") ARCH_PRCTL => requested,
-            in("rdi") ARCH_REQ_XCOMP_PERM,
-            in("rsi") XFEATURE_XTILEDATA,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack)
-        )
-    };
-    if requested != 0 {
+    /// The arch_prctl system call, its result as the kernel returns it.
+    ///
+    /// # Safety
+    /// `argument` is an integer the call reads as one, or a pointer to memory it may write as
+    /// `code` says.
+    unsafe fn arch_prctl(code: u64, argument: u64) -> i64 {
+        const ARCH_PRCTL: i64 = 158;
+        let result: i64;
+        // SAFETY: what the call touches the caller vouches for; `syscall` clobbers rcx and r11,
+        // named here, and the kernel returns in rax.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") ARCH_PRCTL => result,
+                in("rdi") code,
+                in("rsi") argument,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack)
+            )
+        };
+        result
+    }
+    // SAFETY: the request takes an integer and touches no memory of ours.
+    if unsafe { arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) } != 0 {
         return false;
     }
     let mut granted: u64 = 0;
-    let read: i64;
-    // SAFETY: as above; the kernel writes the permitted feature mask, one u64, through the
-    // pointer, which points at `granted`, alive for the call.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") ARCH_PRCTL => read,
-            in("rdi") ARCH_GET_XCOMP_PERM,
-            in("rsi") &mut granted as *mut u64,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack)
-        )
-    };
+    // SAFETY: the kernel writes the permitted feature mask, one u64, through the pointer, which
+    // points at `granted`, alive for the call.
+    let read = unsafe { arch_prctl(ARCH_GET_XCOMP_PERM, &mut granted as *mut u64 as u64) };
     read == 0 && granted & (1 << XFEATURE_XTILEDATA) != 0
 }
 
@@ -500,7 +498,7 @@ mod tests {
     use crate::runtime::kernels::gemm::{PackedBf16, PackedI8};
     use crate::runtime::kernels::noise;
     use crate::runtime::kernels::tile_bf16::{Bf16Kernel, Bf16Tile};
-    use crate::runtime::kernels::tile_int8::{I8Kernel, StepLayout};
+    use crate::runtime::kernels::tile_int8::I8Kernel;
     use crate::runtime::kernels::Level;
 
     /// The tile program on the model unit, written out by the scalar epilogue the portable
@@ -515,16 +513,7 @@ mod tests {
         }
     }
 
-    static MODEL: I8Kernel = I8Kernel {
-        mr: 32,
-        nr: 32,
-        a_stride: 0,
-        weight_max: 127.0,
-        layout: StepLayout::Quads,
-        signed_inputs: false,
-        input: Input::Rows,
-        tile: model_tile,
-    };
+    static MODEL: I8Kernel = I8Kernel::tile_program(model_tile);
 
     /// Shapes with one and two row blocks, partial last tiles, depths of a partial chunk, whole
     /// chunks and whole chunks plus a tail, partial and several panels.
@@ -581,8 +570,7 @@ mod tests {
         }
     }
 
-    static MODEL_BF16: Bf16Kernel =
-        Bf16Kernel { mr: 32, nr: 32, a_stride: 0, pairs: true, input: Input::Rows, tile: model_bf16_tile };
+    static MODEL_BF16: Bf16Kernel = Bf16Kernel::tile_program(model_bf16_tile);
 
     fn run_bf16(packed: &PackedBf16, m: usize, seed: u64) -> Vec<f32> {
         let (n, k) = packed.dims();

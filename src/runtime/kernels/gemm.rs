@@ -146,100 +146,106 @@ impl Plan {
     }
 }
 
-/// A buffer of f32 whose first element sits on a 64-byte boundary, so that vector loads of
-/// whole lines never straddle two (large `Vec`s start 16 bytes into a page).
-#[derive(Debug, Default)]
-pub(crate) struct Aligned {
-    data: Vec<f32>,
-    offset: usize,
-    len: usize,
+/// The one choice between a level's tile program and its register kernel: the program from its
+/// row count on.
+fn pick<K>(kernel: &'static K, tiles: Option<(&'static K, usize)>, m: usize) -> &'static K {
+    match tiles {
+        Some((tiles, min_rows)) if m >= min_rows => tiles,
+        _ => kernel,
+    }
 }
 
-impl Aligned {
-    pub fn zeros(len: usize) -> Self {
-        Self::from_vec(vec![0f32; len + 16], len)
+impl Plan {
+    /// The plan of an int8 or bf16 product for a kernel whose packed input is `input`: a tile
+    /// program's whole tiles in its own row blocks, a register kernel's balanced ones.
+    fn for_input(input: Input, m: usize, n: usize, mr: usize, nr: usize) -> Self {
+        let rows = input == Input::Rows;
+        Self::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, block_rows(rows), true)
     }
 
-    /// `len` floats in `data`, which must hold at least `len + 16`.
-    fn from_vec(data: Vec<f32>, len: usize) -> Self {
-        let offset = data.as_ptr().align_offset(64).min(15);
-        Self { data, offset, len }
-    }
-
-    /// A buffer of `len` floats from the pool of spare ones, contents unspecified (every use
-    /// overwrites what it reads); [`Aligned::recycle`] gives it back.
-    pub fn scratch(len: usize) -> Self {
-        // The smallest spare that fits: the first that fits could be a long input's key panels,
-        // taken for a small table, and the panels then allocated again beside it.
-        let spare = SPARE.lock().ok().and_then(|mut spare| {
-            let (i, _) =
-                spare.iter().enumerate().filter(|(_, v)| v.len() >= len + 16).min_by_key(|(_, v)| v.len())?;
-            Some(spare.swap_remove(i))
-        });
-        Self::from_vec(spare.unwrap_or_else(|| vec![0f32; len + 16]), len)
-    }
-
-    pub fn recycle(self) {
-        if let Ok(mut spare) = SPARE.lock() {
-            if spare.len() < 8 {
-                spare.push(self.data);
+    /// Calls `tile(t, p, cols, bias)` for every tile t and panel p, in the tasks [`Plan::run`]
+    /// cuts: `cols` is panel p's columns (at most `nr` ≤ 32), `bias` their `nr` values of `bias`
+    /// (zero past them, and without one).
+    fn run_tiles(
+        &self,
+        n: usize,
+        nr: usize,
+        bias: Option<&[f32]>,
+        tile: impl Fn(usize, usize, usize, &[f32]) + Sync,
+    ) {
+        self.run(|tiles, panels| {
+            for p in panels {
+                let cols = nr.min(n - p * nr);
+                let mut bias_panel = [0f32; 32];
+                if let Some(bias) = bias {
+                    bias_panel[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
+                }
+                for t in tiles.clone() {
+                    tile(t, p, cols, &bias_panel[..nr]);
+                }
             }
-        }
-    }
-
-    /// Makes the buffer `len` floats long, contents unspecified, reallocating only to grow.
-    pub fn resize(&mut self, len: usize) {
-        if self.data.len() < len + 16 {
-            *self = Self::zeros(len);
-        }
-        self.len = len;
-    }
-
-    pub fn as_slice(&self) -> &[f32] {
-        &self.data[self.offset..self.offset + self.len]
-    }
-
-    pub fn as_mut_slice(&mut self) -> &mut [f32] {
-        &mut self.data[self.offset..self.offset + self.len]
+        });
     }
 }
 
-/// A zeroed buffer of `T` whose first element sits on a 64-byte boundary: a tile load reads 16
-/// rows of 64 bytes, and a row across two cache lines costs two (packed panels and tile rows are
-/// whole lines long, so every row then starts on one).
-#[derive(Debug)]
-pub(crate) struct Lines<T> {
+/// A buffer whose first element sits on a 64-byte boundary, so that vector loads of whole lines
+/// never straddle two (large `Vec`s start 16 bytes into a page), nor do the 64-byte rows of a tile
+/// load: f32 for the f32 kernels, the packed weights and inputs of int8 and bf16 too.
+#[derive(Debug, Default)]
+pub(crate) struct Aligned<T = f32> {
     data: Vec<T>,
     offset: usize,
     len: usize,
 }
 
-impl<T: Copy + Default> Lines<T> {
-    pub fn zeroed(len: usize) -> Self {
-        let spare = 64 / std::mem::size_of::<T>().max(1);
-        let data = vec![T::default(); len + spare];
-        let offset = data.as_ptr().align_offset(64).min(spare);
+impl<T: Copy + Default> Aligned<T> {
+    /// Elements past `len` that the buffer holds, so that an aligned start always fits.
+    const SPARE: usize = 64 / std::mem::size_of::<T>();
+
+    pub fn zeros(len: usize) -> Self {
+        Self::from_vec(vec![T::default(); len + Self::SPARE], len)
+    }
+
+    /// `len` elements in `data`, which must hold at least `len + SPARE`.
+    fn from_vec(data: Vec<T>, len: usize) -> Self {
+        let offset = data.as_ptr().align_offset(64).min(Self::SPARE - 1);
         Self { data, offset, len }
+    }
+
+    /// Makes the buffer `len` elements long, contents unspecified, reallocating only to grow.
+    pub fn resize(&mut self, len: usize) {
+        if self.data.len() < len + Self::SPARE {
+            *self = Self::zeros(len);
+        }
+        self.len = len;
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        &self.data[self.offset..self.offset + self.len]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.data[self.offset..self.offset + self.len]
     }
 }
 
-impl Lines<u32> {
-    /// A buffer of `len` dwords from the pool of spare ones, contents unspecified, as
-    /// [`Aligned::scratch`] gives floats: a fresh multi-megabyte input buffer per product cost its
-    /// page faults and their zeroing on every call. [`Lines::recycle`] gives it back.
+impl<T: Spare> Aligned<T> {
+    /// A buffer of `len` elements from the pool of spare ones, contents unspecified (every use
+    /// overwrites what it reads, or reads it only where it cannot matter); [`Aligned::recycle`]
+    /// gives it back. Fresh multi-megabyte allocations cost page faults and zeroing on every call.
     pub fn scratch(len: usize) -> Self {
-        let spare = SPARE_LINES.lock().ok().and_then(|mut spare| {
-            let (i, _) =
-                spare.iter().enumerate().filter(|(_, v)| v.len() >= len + 16).min_by_key(|(_, v)| v.len())?;
+        // The smallest spare that fits: the first that fits could be a long input's key panels,
+        // taken for a small table, and the panels then allocated again beside it.
+        let spare = T::pool().lock().ok().and_then(|mut spare| {
+            let fits = |v: &Vec<T>| v.len() >= len + Self::SPARE;
+            let (i, _) = spare.iter().enumerate().filter(|(_, v)| fits(v)).min_by_key(|(_, v)| v.len())?;
             Some(spare.swap_remove(i))
         });
-        let data = spare.unwrap_or_else(|| vec![0; len + 16]);
-        let offset = data.as_ptr().align_offset(64).min(16);
-        Self { data, offset, len }
+        Self::from_vec(spare.unwrap_or_else(|| vec![T::default(); len + Self::SPARE]), len)
     }
 
     pub fn recycle(self) {
-        if let Ok(mut spare) = SPARE_LINES.lock() {
+        if let Ok(mut spare) = T::pool().lock() {
             if spare.len() < 8 {
                 spare.push(self.data);
             }
@@ -247,24 +253,25 @@ impl Lines<u32> {
     }
 }
 
-/// Packed-input buffers between calls.
-static SPARE_LINES: std::sync::Mutex<Vec<Vec<u32>>> = std::sync::Mutex::new(Vec::new());
+/// Element types with a pool of spare buffers between calls: f32 for packing and panels, u32 for
+/// int8's and bf16's packed inputs.
+pub(crate) trait Spare: Copy + Default + 'static {
+    fn pool() -> &'static std::sync::Mutex<Vec<Vec<Self>>>;
+}
 
-impl<T> std::ops::Deref for Lines<T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        &self.data[self.offset..self.offset + self.len]
+impl Spare for f32 {
+    fn pool() -> &'static std::sync::Mutex<Vec<Vec<f32>>> {
+        static SPARE: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
+        &SPARE
     }
 }
 
-impl<T> std::ops::DerefMut for Lines<T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.data[self.offset..self.offset + self.len]
+impl Spare for u32 {
+    fn pool() -> &'static std::sync::Mutex<Vec<Vec<u32>>> {
+        static SPARE: std::sync::Mutex<Vec<Vec<u32>>> = std::sync::Mutex::new(Vec::new());
+        &SPARE
     }
 }
-
-/// Packing buffers between calls: fresh multi-megabyte allocations cost page faults and zeroing.
-static SPARE: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
 
 /// Where B's entry (column j, step kk) sits in a source matrix.
 #[derive(Clone, Copy)]
@@ -499,7 +506,7 @@ pub(crate) struct PackedI8 {
     k: usize,
     /// k rounded up to a multiple of the layout's step depth (4 or 8).
     k_padded: usize,
-    panels: Lines<i8>,
+    panels: Aligned<i8>,
     /// Per output column: the scale back to f32, and the sum of its quantized weights.
     scales: Vec<f32>,
     sums: Vec<i32>,
@@ -530,12 +537,13 @@ impl PackedI8 {
         let (nr, layout) = (kernel.nr, kernel.layout);
         let k_padded = k.div_ceil(layout.depth()) * layout.depth();
         let count = n.div_ceil(nr);
-        let mut panels = Lines::zeroed(count * k_padded * nr);
+        let mut panels = Aligned::zeros(count * k_padded * nr);
         // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
         let mut scales = vec![1f32; count * nr];
         let mut sums = vec![0i32; count * nr];
         let top = kernel.weight_max;
         panels
+            .as_mut_slice()
             .par_chunks_mut((k_padded * nr).max(1))
             .zip(scales.par_chunks_mut(nr).zip(sums.par_chunks_mut(nr)))
             .enumerate()
@@ -565,27 +573,22 @@ impl PackedI8 {
     /// `out` must be valid for m × n writes; all of them are written.
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
         let (n, k) = (self.n, self.k);
-        // The one choice between a level's tile program and its register kernel.
-        let kernel = match self.tiles {
-            Some((tiles, min_rows)) if m >= min_rows => tiles,
-            _ => self.kernel,
-        };
+        let kernel = pick(self.kernel, self.tiles, m);
         let (mr, nr) = (kernel.mr, kernel.nr);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
-        let rows = kernel.input == Input::Rows;
-        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, block_rows(rows), true);
+        let plan = Plan::for_input(kernel.input, m, n, mr, nr);
         let steps = self.k_padded / 4;
-        // Each tile: its rows' u8 inputs, 4 k's to a dword, as the kernel reads them (zero where
-        // no row or k is), and its rows' scales, zero points and sums.
+        // Each tile: its rows' u8 inputs, 4 k's to a dword, in lines or rows as the kernel reads
+        // them, and its rows' scales, zero points and sums. What the quantizing leaves unwritten
+        // (rows past a tile's, bytes past k) is whatever the pooled buffer held: products no
+        // output keeps, or sums with zero weights.
         let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
-        // Each tile's lines or rows as its kernel reads them. What the quantizing or rounding leaves
-        // unwritten (rows past a tile's, bytes past k) is whatever the buffer held: products no
-        // output keeps, or sums with zero weights (and zero, for bf16, where garbage could be NaN).
-        let mut packed = Lines::<u32>::scratch(plan.tiles.len() * tile_dwords);
+        let mut packed = Aligned::<u32>::scratch(plan.tiles.len() * tile_dwords);
         let mut row_scales = vec![0f32; plan.tiles.len() * mr];
         let mut zero_points = vec![0i32; plan.tiles.len() * mr];
         let mut row_sums = vec![0i32; plan.tiles.len() * mr];
         packed
+            .as_mut_slice()
             .par_chunks_mut(tile_dwords.max(1))
             .zip(row_scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
             .zip(row_sums.par_chunks_mut(mr))
@@ -593,37 +596,28 @@ impl PackedI8 {
             .for_each(|(((dst, (scales, zps)), sums), &(row, rows))| {
                 super::tile_int8::quantize_rows(&a[row * k..], k, rows, kernel, dst, scales, zps, sums)
             });
-        let out = SendPtr(out);
-        plan.run(|tiles, panels| {
-            for p in panels {
-                let cols = nr.min(n - p * nr);
-                let mut bias_panel = [0f32; 32];
-                if let Some(bias) = bias {
-                    bias_panel[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
-                }
-                for t in tiles.clone() {
-                    let (row, rows) = plan.tiles[t];
-                    let tile = I8Tile {
-                        rows,
-                        cols,
-                        steps,
-                        a: &packed[t * tile_dwords..(t + 1) * tile_dwords],
-                        b: &self.panels[p * self.k_padded * nr..(p + 1) * self.k_padded * nr],
-                        row_scales: &row_scales[t * mr..t * mr + mr],
-                        zero_points: &zero_points[t * mr..t * mr + mr],
-                        row_sums: &row_sums[t * mr..t * mr + mr],
-                        col_scales: &self.scales[p * nr..p * nr + nr],
-                        col_sums: &self.sums[p * nr..p * nr + nr],
-                        bias: &bias_panel[..nr],
-                        // The pointer stays inside `out`: row < m, p·nr < n.
-                        c: out.get().wrapping_add(row * n + p * nr),
-                        ldc: n,
-                    };
-                    // SAFETY: the kernel is one this CPU runs; this task alone writes these rows
-                    // of panel p's columns, inside `out` as the caller promises.
-                    unsafe { (kernel.tile)(&tile) };
-                }
-            }
+        let (out, inputs, weights) = (SendPtr(out), packed.as_slice(), self.panels.as_slice());
+        plan.run_tiles(n, nr, bias, |t, p, cols, bias| {
+            let (row, rows) = plan.tiles[t];
+            let tile = I8Tile {
+                rows,
+                cols,
+                steps,
+                a: &inputs[t * tile_dwords..(t + 1) * tile_dwords],
+                b: &weights[p * self.k_padded * nr..(p + 1) * self.k_padded * nr],
+                row_scales: &row_scales[t * mr..t * mr + mr],
+                zero_points: &zero_points[t * mr..t * mr + mr],
+                row_sums: &row_sums[t * mr..t * mr + mr],
+                col_scales: &self.scales[p * nr..p * nr + nr],
+                col_sums: &self.sums[p * nr..p * nr + nr],
+                bias,
+                // The pointer stays inside `out`: row < m, p·nr < n.
+                c: out.get().wrapping_add(row * n + p * nr),
+                ldc: n,
+            };
+            // SAFETY: the kernel is one this CPU runs; this task alone writes these rows of panel
+            // p's columns, inside `out` as the caller promises.
+            unsafe { (kernel.tile)(&tile) };
         });
         packed.recycle();
     }
@@ -639,7 +633,7 @@ pub(crate) struct PackedBf16 {
     n: usize,
     k: usize,
     nr: usize,
-    panels: Lines<u16>,
+    panels: Aligned<u16>,
 }
 
 /// How a level computes bf16 products, decided when the weight is packed.
@@ -688,8 +682,8 @@ impl PackedBf16 {
     fn pack(compute: Bf16Compute, nr: usize, pairs: bool, w: &[f32], n: usize, k: usize) -> Self {
         assert_eq!(w.len(), n * k, "PackedBf16: weight of {} floats is not ({n}, {k})", w.len());
         let panel = k.div_ceil(2) * 2 * nr;
-        let mut panels = Lines::zeroed(n.div_ceil(nr) * panel);
-        panels.par_chunks_mut(panel.max(1)).enumerate().for_each(|(p, panel)| {
+        let mut panels = Aligned::zeros(n.div_ceil(nr) * panel);
+        panels.as_mut_slice().par_chunks_mut(panel.max(1)).enumerate().for_each(|(p, panel)| {
             for j in 0..nr.min(n - p * nr) {
                 for (kk, &v) in w[(p * nr + j) * k..][..k].iter().enumerate() {
                     panel[offset(nr, pairs, j, kk)] = to_bf16(v);
@@ -713,13 +707,10 @@ impl PackedBf16 {
             "PackedBf16::matmul: operand sizes"
         );
         match self.compute {
-            // The one choice between a level's tile program and its register kernel.
-            Bf16Compute::Native { tiles: Some((tiles, min_rows)), .. } if m >= min_rows => {
+            Bf16Compute::Native { kernel, tiles } => {
                 // SAFETY: as the caller promises.
-                unsafe { self.matmul_native(tiles, a, m, bias, out) }
+                unsafe { self.matmul_native(pick(kernel, tiles, m), a, m, bias, out) }
             }
-            // SAFETY: as the caller promises.
-            Bf16Compute::Native { kernel, .. } => unsafe { self.matmul_native(kernel, a, m, bias, out) },
             // SAFETY: as the caller promises.
             Bf16Compute::Widened(kernel) => unsafe { self.matmul_widened(kernel, a, m, bias, out) },
         }
@@ -737,44 +728,34 @@ impl PackedBf16 {
     ) {
         let (n, k) = (self.n, self.k);
         let (mr, nr) = (kernel.mr, kernel.nr);
-        let rows = kernel.input == Input::Rows;
-        let plan = Plan::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, block_rows(rows), true);
+        let plan = Plan::for_input(kernel.input, m, n, mr, nr);
         let steps = k.div_ceil(2);
+        // Each tile's rows rounded to bf16, in lines or rows as the kernel reads them. What the
+        // rounding leaves unwritten (rows past a tile's) is whatever the pooled buffer held:
+        // products no output keeps (the padding past k it zeroes: old bits there could be NaN).
         let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
-        // Each tile's lines or rows as its kernel reads them. What the quantizing or rounding leaves
-        // unwritten (rows past a tile's, bytes past k) is whatever the buffer held: products no
-        // output keeps, or sums with zero weights (and zero, for bf16, where garbage could be NaN).
-        let mut packed = Lines::<u32>::scratch(plan.tiles.len() * tile_dwords);
-        packed.par_chunks_mut(tile_dwords.max(1)).zip(&plan.tiles).for_each(|(dst, &(row, rows))| {
-            super::tile_bf16::round_rows(&a[row * k..], k, rows, kernel, dst)
-        });
+        let mut packed = Aligned::<u32>::scratch(plan.tiles.len() * tile_dwords);
+        packed.as_mut_slice().par_chunks_mut(tile_dwords.max(1)).zip(&plan.tiles).for_each(
+            |(dst, &(row, rows))| super::tile_bf16::round_rows(&a[row * k..], k, rows, kernel, dst),
+        );
         let panel = steps * 2 * nr;
-        let out = SendPtr(out);
-        plan.run(|tiles, panels| {
-            for p in panels {
-                let cols = nr.min(n - p * nr);
-                let mut bias_panel = [0f32; 32];
-                if let Some(bias) = bias {
-                    bias_panel[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
-                }
-                for t in tiles.clone() {
-                    let (row, rows) = plan.tiles[t];
-                    let tile = Bf16Tile {
-                        rows,
-                        cols,
-                        steps,
-                        a: &packed[t * tile_dwords..(t + 1) * tile_dwords],
-                        b: &self.panels[p * panel..(p + 1) * panel],
-                        bias: &bias_panel[..nr],
-                        // The pointer stays inside `out`: row < m, p·nr < n.
-                        c: out.get().wrapping_add(row * n + p * nr),
-                        ldc: n,
-                    };
-                    // SAFETY: the kernel is one this CPU runs; this task alone writes these rows
-                    // of panel p's columns, inside `out` as the caller promises.
-                    unsafe { (kernel.tile)(&tile) };
-                }
-            }
+        let (out, inputs, weights) = (SendPtr(out), packed.as_slice(), self.panels.as_slice());
+        plan.run_tiles(n, nr, bias, |t, p, cols, bias| {
+            let (row, rows) = plan.tiles[t];
+            let tile = Bf16Tile {
+                rows,
+                cols,
+                steps,
+                a: &inputs[t * tile_dwords..(t + 1) * tile_dwords],
+                b: &weights[p * panel..(p + 1) * panel],
+                bias,
+                // The pointer stays inside `out`: row < m, p·nr < n.
+                c: out.get().wrapping_add(row * n + p * nr),
+                ldc: n,
+            };
+            // SAFETY: the kernel is one this CPU runs; this task alone writes these rows of panel
+            // p's columns, inside `out` as the caller promises.
+            unsafe { (kernel.tile)(&tile) };
         });
         packed.recycle();
     }
@@ -801,7 +782,7 @@ impl PackedBf16 {
         let (mut widened, mut packed) = (Aligned::scratch(group * panel), Aligned::scratch(0));
         for first in (0..n.div_ceil(nr)).step_by(group) {
             let count = group.min(n.div_ceil(nr) - first);
-            let source = &self.panels[first * panel..(first + count) * panel];
+            let source = &self.panels.as_slice()[first * panel..(first + count) * panel];
             widened.resize(count * panel);
             widened.as_mut_slice().par_chunks_mut(4096).zip(source.par_chunks(4096)).for_each(
                 |(dst, src)| {

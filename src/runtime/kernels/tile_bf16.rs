@@ -84,6 +84,13 @@ pub(crate) struct Bf16Kernel {
 }
 
 impl Bf16Kernel {
+    /// The AMX tile program's shape around `tile` (the unit's, or the tests' model of it): 32 ×
+    /// 32, inputs in tile rows, on the AVX-512 BF16 kernel's panels (32 columns, 2 k per column).
+    #[cfg_attr(not(any(test, target_arch = "x86_64")), allow(dead_code))]
+    pub(crate) const fn tile_program(tile: unsafe fn(&Bf16Tile)) -> Bf16Kernel {
+        Bf16Kernel { mr: 32, nr: 32, a_stride: 0, pairs: true, input: Input::Rows, tile }
+    }
+
     /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
     /// small for [`Bf16Kernel::tiles_for_level`]); none at a level without bf16 instructions.
     pub fn for_level(level: Level) -> Option<&'static Bf16Kernel> {
@@ -112,8 +119,7 @@ static AVX512_BF16: Bf16Kernel =
     Bf16Kernel { mr: 14, nr: 32, a_stride: 16, pairs: true, input: Input::Lines, tile: avx512_bf16::tile };
 /// The AMX tile program on the AVX-512 BF16 kernel's panels (32 columns, 2 k per column).
 #[cfg(target_arch = "x86_64")]
-static AMX: Bf16Kernel =
-    Bf16Kernel { mr: 32, nr: 32, a_stride: 0, pairs: true, input: Input::Rows, tile: amx_tile };
+static AMX: Bf16Kernel = Bf16Kernel::tile_program(amx_tile);
 
 /// The fewest rows for which the AMX program beats the AVX-512 BF16 kernel, measured with
 /// `cargo bench --bench kernels -- gemm` (docs/speed.md).

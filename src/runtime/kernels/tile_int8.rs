@@ -201,19 +201,9 @@ static AVX512_VNNI: I8Kernel = I8Kernel {
     tile: avx512_vnni::tile,
 };
 
-/// The AMX tile program. It reads the AVX-512 VNNI kernel's packed weights (32-column panels,
-/// steps of 4 k by column), so that one packed copy serves both.
+/// The AMX tile program on the unit.
 #[cfg(target_arch = "x86_64")]
-static AMX: I8Kernel = I8Kernel {
-    mr: 32,
-    nr: 32,
-    a_stride: 0,
-    weight_max: 127.0,
-    layout: StepLayout::Quads,
-    signed_inputs: false,
-    input: Input::Rows,
-    tile: amx_tile,
-};
+static AMX: I8Kernel = I8Kernel::tile_program(amx_tile);
 
 /// The fewest rows for which the AMX program beats the AVX-512 VNNI kernel, measured with
 /// `cargo bench --bench kernels -- gemm` (docs/speed.md): below, a product stays in registers.
@@ -267,6 +257,23 @@ static SIMD128: I8Kernel = I8Kernel {
 };
 
 impl I8Kernel {
+    /// The AMX tile program's shape around `tile` (the unit's, or the tests' model of it): 32 ×
+    /// 32, inputs in tile rows, reading the AVX-512 VNNI kernel's packed weights (32-column
+    /// panels, steps of 4 k by column), so that one packed copy serves both.
+    #[cfg_attr(not(any(test, target_arch = "x86_64")), allow(dead_code))]
+    pub(crate) const fn tile_program(tile: unsafe fn(&I8Tile)) -> I8Kernel {
+        I8Kernel {
+            mr: 32,
+            nr: 32,
+            a_stride: 0,
+            weight_max: 127.0,
+            layout: StepLayout::Quads,
+            signed_inputs: false,
+            input: Input::Rows,
+            tile,
+        }
+    }
+
     /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
     /// small for [`I8Kernel::tiles_for_level`]).
     pub fn for_level(level: Level) -> &'static I8Kernel {
