@@ -6,43 +6,24 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use candle_core::pickle::PthTensors;
-use candle_core::safetensors::{MmapedSafetensors, SliceSafetensors};
 use candle_core::{CpuStorage, DType, Device, Shape, Storage, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
 use crate::error::{Error, Result};
 use crate::loading::layout::{is_shard_index, shard_names, WEIGHT_FILES};
-use crate::loading::model_files::{ModelFiles, SharedBytes};
+use crate::loading::model_files::ModelFiles;
+use crate::loading::safetensors_file::SafetensorsFile;
 
 /// Prefix under which task models keep the encoder; bare `RoFormerModel` files omit it. The
 /// checkpoint resolves names with or without it, so any model loads from any RoFormer file.
 const BASE_PREFIX: &str = "roformer.";
 
 enum WeightFile {
-    Safetensors(MmapedSafetensors),
+    /// Safetensors on disk or in memory (built into the binary, or handed over at run time),
+    /// read tensor by tensor.
+    Safetensors(SafetensorsFile),
     Pth(PthTensors),
-    /// Safetensors bytes of an in-memory folder (built into the binary, or handed over at run
-    /// time): read in place, not copied.
-    Memory(MemorySafetensors),
-}
-
-/// The safetensors of an in-memory folder's file, parsed in place. `tensors` borrows from
-/// `_bytes`: it is declared first so that it is dropped first, and nothing it gives out (names,
-/// tensors copied out by `load`) keeps the borrow.
-struct MemorySafetensors {
-    tensors: SliceSafetensors<'static>,
-    _bytes: SharedBytes,
-}
-
-impl MemorySafetensors {
-    fn new(bytes: SharedBytes) -> candle_core::Result<Self> {
-        let slice = bytes.bytes();
-        // SAFETY: `SharedBytes::bytes` stays at one address while `bytes` lives, and `bytes`
-        // lives in this struct, after `tensors`; the 'static borrow never leaves the struct.
-        let slice: &'static [u8] = unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) };
-        Ok(Self { tensors: SliceSafetensors::new(slice)?, _bytes: bytes })
-    }
 }
 
 struct Weights {
@@ -126,9 +107,8 @@ impl Checkpoint {
             let file = open_weight_file(folder, &shard)?;
             let shard = folder.path(&shard);
             let tensor_names: Vec<String> = match &file {
-                WeightFile::Safetensors(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
+                WeightFile::Safetensors(st) => st.names().cloned().collect(),
                 WeightFile::Pth(pth) => pth.tensor_infos().keys().cloned().collect(),
-                WeightFile::Memory(st) => st.tensors.tensors().into_iter().map(|(n, _)| n).collect(),
             };
             for n in tensor_names {
                 names.insert(n, i);
@@ -242,14 +222,14 @@ fn open_weight_file(folder: &ModelFiles, name: &str) -> Result<WeightFile> {
             std::io::Error::new(std::io::ErrorKind::NotFound, "weight file not found"),
         ));
     }
-    let corrupt = |e: candle_core::Error| Error::Checkpoint {
+    let corrupt = |message: String| Error::Checkpoint {
         path: path.to_path_buf(),
-        message: format!("unreadable weight file (truncated or corrupt?): {}", root_message(&e)),
+        message: format!("unreadable weight file (truncated or corrupt?): {message}"),
         source: None,
     };
     let pickle = path.extension().is_some_and(|e| e == "bin" || e == "pt" || e == "pth");
-    if let Some(bytes) = folder.shared(name)? {
-        if pickle {
+    if pickle {
+        if !folder.is_on_disk() {
             return Err(Error::Checkpoint {
                 path: path.clone(),
                 message: "a model held in memory needs its weights as safetensors, not a PyTorch pickle"
@@ -257,15 +237,9 @@ fn open_weight_file(folder: &ModelFiles, name: &str) -> Result<WeightFile> {
                 source: None,
             });
         }
-        return MemorySafetensors::new(bytes).map(WeightFile::Memory).map_err(corrupt);
+        return PthTensors::new(path, None).map(WeightFile::Pth).map_err(|e| corrupt(root_message(&e)));
     }
-    if pickle {
-        PthTensors::new(path, None).map(WeightFile::Pth).map_err(corrupt)
-    } else {
-        // SAFETY: the mapping is read-only; like every mmap-based loader we rely on the file
-        // not being truncated while the checkpoint is open.
-        unsafe { MmapedSafetensors::new(path) }.map(WeightFile::Safetensors).map_err(corrupt)
-    }
+    SafetensorsFile::open(folder.ranged(name)?).map(WeightFile::Safetensors).map_err(corrupt)
 }
 
 /// The innermost message of a Candle error, without backtraces or repeated paths.
@@ -317,9 +291,8 @@ impl Backend {
         };
         let (path, weights) = &self.weights.files[file];
         let tensor = match weights {
-            WeightFile::Safetensors(st) => st.load(&stored, &Device::Cpu),
+            WeightFile::Safetensors(st) => st.load(&stored),
             WeightFile::Pth(pth) => pth.get(&stored).and_then(|t| t.ok_or(candle_core::Error::UnwrapNone)),
-            WeightFile::Memory(st) => st.tensors.load(&stored, &Device::Cpu),
         };
         let bad = |message: String| Error::Checkpoint {
             path: path.clone(),

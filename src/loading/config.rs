@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::loading::model_files::ModelFiles;
 use crate::runtime::activation::Activation;
+use crate::runtime::quantization::Quantization;
 use crate::runtime::rope_scaling::RopeScaling;
 
 /// What a sequence-classification head computes, as transformers' `problem_type`.
@@ -157,6 +158,12 @@ pub struct Config {
     /// Multiple choice: an activation after the summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_activation: Option<Activation>,
+    /// The precision the encoder's linear layers are built in, as transformers'
+    /// `from_pretrained` takes a quantization config. Set before loading
+    /// ([`crate::PipelineOptions::quantization`] does), it quantizes the weights layer by layer as
+    /// they load, so the model never holds all of them in f32 at once. Not part of config.json.
+    #[serde(skip)]
+    pub quantization: Quantization,
     /// Every other key of the file, kept so that a saved config loses nothing.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,

@@ -13,5 +13,6 @@ pub(crate) mod hub;
 pub(crate) mod json;
 pub(crate) mod layout;
 pub(crate) mod model_files;
+mod safetensors_file;
 mod remote;
 pub(crate) mod tokenizer;

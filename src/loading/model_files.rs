@@ -127,6 +127,18 @@ impl ModelFiles {
         Ok(Some(SharedBytes { files: files.clone(), key }))
     }
 
+    /// File `name` to read in ranges: on disk, opened (not read, not mapped); in memory, the
+    /// folder's own bytes.
+    pub(crate) fn ranged(&self, name: &str) -> Result<Box<dyn RangedBytes>> {
+        if let Some(bytes) = self.shared(name)? {
+            return Ok(Box::new(bytes));
+        }
+        let path = self.path(name);
+        let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        Ok(Box::new(DiskFile { file: std::sync::Mutex::new(file), len }))
+    }
+
     /// This folder without the bytes of the model's weight files at its top (`model.safetensors`,
     /// its shards, `pytorch_model.bin`): what a loaded pipeline keeps, to read its small files
     /// later, without holding the weights twice. The same folder when on disk.
@@ -176,6 +188,58 @@ impl SharedBytes {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.files[&self.key]
     }
+}
+
+/// A file read in ranges, never as a whole: what lets a weight file load tensor by tensor.
+pub(crate) trait RangedBytes: Send + Sync {
+    /// The file's length in bytes.
+    fn len(&self) -> u64;
+    /// Fills `buf` with the bytes from `offset`; a range past the end is an error.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+}
+
+impl RangedBytes for SharedBytes {
+    fn len(&self) -> u64 {
+        self.bytes().len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let bytes = self.bytes();
+        let range = usize::try_from(offset).ok().and_then(|start| Some(start..start.checked_add(buf.len())?));
+        match range.and_then(|range| bytes.get(range)) {
+            Some(part) => Ok(buf.copy_from_slice(part)),
+            None => Err(past_the_end(offset, buf.len(), bytes.len() as u64)),
+        }
+    }
+}
+
+/// A file on disk, read with one seek and one read per range.
+struct DiskFile {
+    file: std::sync::Mutex<std::fs::File>,
+    len: u64,
+}
+
+impl RangedBytes for DiskFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
+            return Err(past_the_end(offset, buf.len(), self.len));
+        }
+        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.seek(SeekFrom::Start(offset))?;
+        file.read_exact(buf)
+    }
+}
+
+fn past_the_end(offset: u64, len: usize, file_len: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        format!("{len} bytes from offset {offset} run past the end of the file ({file_len} bytes)"),
+    )
 }
 
 #[cfg(test)]

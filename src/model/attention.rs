@@ -32,11 +32,12 @@ impl Projections {
         let [query, key, value] =
             ["query", "key", "value"].map(|name| load_weights(vb.pp(name), h, h, bias, config));
         let (query, key, value) = (query?, key?, value?);
+        let precision = config.quantization;
         if !engine.stacks_projections() {
             return Ok(Projections::Separate {
-                query: Linear::new(query.0, query.1, engine)?,
-                key: Linear::new(key.0, key.1, engine)?,
-                value: Linear::new(value.0, value.1, engine)?,
+                query: Linear::new_in(query.0, query.1, engine, precision)?,
+                key: Linear::new_in(key.0, key.1, engine, precision)?,
+                value: Linear::new_in(value.0, value.1, engine, precision)?,
             });
         }
         let weight = Tensor::cat(&[&query.0, &key.0, &value.0], 0)?;
@@ -44,7 +45,7 @@ impl Projections {
             (Some(q), Some(k), Some(v)) => Some(Tensor::cat(&[q, k, v], 0)?),
             _ => None,
         };
-        Ok(Projections::Stacked(Linear::new(weight, bias, engine)?))
+        Ok(Projections::Stacked(Linear::new_in(weight, bias, engine, precision)?))
     }
 
     fn quantize(&mut self, precision: Quantization) -> Result<()> {
@@ -192,7 +193,7 @@ impl SelfOutput {
     fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
-            dense: Linear::load(vb.pp("dense"), h, h, config.use_bias(), config, engine)?,
+            dense: Linear::load_in(vb.pp("dense"), (h, h, config.use_bias()), config, engine, config.quantization)?,
             norm: Norm::load(vb.pp("LayerNorm"), h, config, engine)?,
             dropout: config.hidden_dropout_prob,
         })

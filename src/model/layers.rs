@@ -45,6 +45,17 @@ pub(crate) fn load_weights(
     Ok((weight, bias))
 }
 
+impl Packed {
+    /// `w` (n, k) packed for the fused kernels of `level` in `precision`.
+    fn new(level: kernels::Level, w: &[f32], n: usize, k: usize, precision: Quantization) -> Self {
+        match precision {
+            Quantization::None => Packed::F32(Arc::new(PackedF32::new(level, w, n, k))),
+            Quantization::Int8 => Packed::Int8(Arc::new(PackedI8::new(level, w, n, k))),
+            Quantization::Bf16 => Packed::Bf16(Arc::new(PackedBf16::new(level, w, n, k))),
+        }
+    }
+}
+
 impl Linear {
     /// Loads the layer under `vb` for `engine`.
     pub fn load(
@@ -59,16 +70,41 @@ impl Linear {
         Self::new(weight, bias, engine)
     }
 
+    /// Loads the layer under `vb` for `engine`, its weight packed in `precision` straight from
+    /// the loaded tensor.
+    pub fn load_in(
+        vb: VarBuilder,
+        (in_dim, out_dim, bias): (usize, usize, bool),
+        config: &Config,
+        engine: Engine,
+        precision: Quantization,
+    ) -> Result<Self> {
+        let (weight, bias) = load_weights(vb, in_dim, out_dim, bias, config)?;
+        Self::new_in(weight, bias, engine, precision)
+    }
+
     /// The layer over `weight` (out, in) and `bias` for `engine`: packed for the fused kernels
     /// (the tensor is then dropped, so memory does not double), kept as a tensor for Candle's.
     pub fn new(weight: Tensor, bias: Option<Tensor>, engine: Engine) -> Result<Self> {
+        Self::new_in(weight, bias, engine, Quantization::None)
+    }
+
+    /// [`Linear::new`], with the fused engine's weight packed in `precision`: int8 or bf16 from
+    /// the f32 tensor directly, so no f32 packed copy is ever made. Candle's engine takes only f32.
+    pub fn new_in(
+        weight: Tensor,
+        bias: Option<Tensor>,
+        engine: Engine,
+        precision: Quantization,
+    ) -> Result<Self> {
         match engine {
+            Engine::Candle { .. } if precision != Quantization::None => Err(refused(precision, &weight)),
             Engine::Candle { .. } => Ok(Linear::Candle { weight, bias }),
             Engine::Fused(level) => {
                 let (n, k) = weight.dims2()?;
                 let weight = weight.contiguous()?;
-                let packed = PackedF32::new(level, kernels::View::new(&weight)?.slice(), n, k);
-                Ok(Linear::Fused { weight: Packed::F32(Arc::new(packed)), bias })
+                let packed = Packed::new(level, kernels::View::new(&weight)?.slice(), n, k, precision);
+                Ok(Linear::Fused { weight: packed, bias })
             }
         }
     }
@@ -78,35 +114,13 @@ impl Linear {
     pub fn quantize(&mut self, precision: Quantization) -> Result<()> {
         match self {
             Linear::Fused { weight, .. } => {
-                if let Packed::F32(packed) = weight {
+                if let (Packed::F32(packed), Quantization::Int8 | Quantization::Bf16) = (&weight, precision) {
                     let (level, (n, k)) = (packed.level(), packed.dims());
-                    match precision {
-                        Quantization::None => {}
-                        Quantization::Int8 => {
-                            *weight = Packed::Int8(Arc::new(PackedI8::new(level, &packed.unpack(), n, k)))
-                        }
-                        Quantization::Bf16 => {
-                            *weight = Packed::Bf16(Arc::new(PackedBf16::new(level, &packed.unpack(), n, k)))
-                        }
-                    }
+                    *weight = Packed::new(level, &packed.unpack(), n, k, precision);
                 }
                 Ok(())
             }
-            Linear::Candle { weight, .. } => Err(crate::error::Error::Unsupported(if weight.is_variable() {
-                "a model loaded for training cannot be quantized".to_string()
-            } else if !weight.device().is_cpu() {
-                format!(
-                    "{precision} runs on the CPU only, and this model is on {:?}: load it on the CPU or leave quantization off",
-                    weight.device().location()
-                )
-            } else if weight.dtype() != candle_core::DType::F32 {
-                format!(
-                    "{precision} is quantized from f32 weights, and this model was loaded in {:?}",
-                    weight.dtype()
-                )
-            } else {
-                format!("{precision} runs on the fused CPU engine, and ROFORMER_ENGINE=candle chose Candle's")
-            })),
+            Linear::Candle { weight, .. } => Err(refused(precision, weight)),
         }
     }
 
@@ -146,6 +160,22 @@ impl Linear {
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         self.forward_act(xs, Activation::Linear)
     }
+}
+
+/// Why Candle's engine cannot take `precision` for `weight`.
+fn refused(precision: Quantization, weight: &Tensor) -> crate::error::Error {
+    crate::error::Error::Unsupported(if weight.is_variable() {
+        "a model loaded for training cannot be quantized".to_string()
+    } else if !weight.device().is_cpu() {
+        format!(
+            "{precision} runs on the CPU only, and this model is on {:?}: load it on the CPU or leave quantization off",
+            weight.device().location()
+        )
+    } else if weight.dtype() != candle_core::DType::F32 {
+        format!("{precision} is quantized from f32 weights, and this model was loaded in {:?}", weight.dtype())
+    } else {
+        format!("{precision} runs on the fused CPU engine, and ROFORMER_ENGINE=candle chose Candle's")
+    })
 }
 
 /// The normalisation after each residual: LayerNorm (`affine` weight and bias), or RoFormer v2's

@@ -191,7 +191,11 @@ impl RoFormerModel {
     pub fn quantize(&mut self, quantization: Quantization) -> Result<()> {
         match quantization {
             Quantization::None => Ok(()),
-            Quantization::Int8 | Quantization::Bf16 => self.encoder.quantize(quantization),
+            Quantization::Int8 | Quantization::Bf16 => {
+                self.encoder.quantize(quantization)?;
+                self.config.quantization = quantization;
+                Ok(())
+            }
         }
     }
 

@@ -166,8 +166,8 @@ impl<M: TaskModel + Sync> Pipeline<M> {
         let max_length = options.max_length.or(tokenizer.model_max_length()).unwrap_or(512);
         tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_length))?;
         let (dtype, precision) = options.load_precision()?;
-        let mut model: M = Checkpoint::from_files(files)?.load(&config, dtype, &options.device)?;
-        model.quantize(precision)?;
+        config.quantization = precision;
+        let model: M = Checkpoint::from_files(files)?.load(&config, dtype, &options.device)?;
         let workers = Workers::new(options.threads)?;
         // The weights are in the model now: an in-memory folder's copy of them is let go.
         Ok(Self { model, tokenizer, config, files: files.without_weights(), options, max_length, workers })
