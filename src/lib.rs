@@ -36,8 +36,10 @@
 //!   `rotary`), `encoder`, `roformer` ([`RoFormerModel`], the pooler) and the task `heads`, built
 //!   from `layers`; `task` ([`TaskModel`], with [`Checkpoint::load`] and [`load_dir`]); `batching`
 //!   packs tokenized texts and `pass` carries the engine's mask through a forward pass;
-//! - `loading/`: `config`, `checkpoint` (the weights), `layout` (weight-file names, the shard
-//!   index, the names a folder may hold), `json`, `model_files` (a folder on disk or in memory),
+//! - `loading/`: `config`, `checkpoint` (the weights), `safetensors_file` (a weight file read
+//!   tensor by tensor, never mapped), `layout` (weight-file names, the shard index, the names a
+//!   folder may hold), `json`, `model_files` (a folder on disk or in memory, whose files may be
+//!   [`FileBytes`] held elsewhere and read in ranges, [`RangedBytes`]),
 //!   `remote` (a folder fetched file by file, as a browser does), `hub/` (`options`, the `cache`
 //!   layout, `http`) and `tokenizer/` (the encode API, `folder` load and save, `jieba`, `wordpiece`);
 //! - `runtime/`: `engine` decides once per model whether the fused CPU `kernels/` (one GEMM
@@ -82,7 +84,7 @@ pub use generation::{GenerationOptions, Sampling};
 pub use loading::checkpoint::Checkpoint;
 pub use loading::config::{Config, NormType, ProblemType, SummaryType};
 pub use loading::hub::options::{DownloadProgress, HubOptions};
-pub use loading::model_files::ModelFiles;
+pub use loading::model_files::{FileBytes, ModelFiles, RangedBytes};
 pub use loading::tokenizer::{Encoded, Padding, Tokenizer, TokenizerKind, Truncation};
 pub use model::heads::{
     RoFormerForMaskedLM, RoFormerForMultipleChoice, RoFormerForQuestionAnswering,

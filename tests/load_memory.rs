@@ -83,7 +83,10 @@ fn loading_holds_what_the_model_keeps_and_one_layer_more() {
             let mut config = config.clone();
             config.quantization = precision;
             let (model, peak, kept) = heap_cost(|| {
-                Checkpoint::from_files(files).unwrap().load::<RoFormerModel>(&config, DType::F32, &Device::Cpu).unwrap()
+                Checkpoint::from_files(files)
+                    .unwrap()
+                    .load::<RoFormerModel>(&config, DType::F32, &Device::Cpu)
+                    .unwrap()
             });
             println!(
                 "{source} {precision}: peak {:.2} MiB, kept {:.2} MiB, file {:.2} MiB, largest weight {:.2} MiB",
@@ -105,7 +108,10 @@ fn loading_holds_what_the_model_keeps_and_one_layer_more() {
                 Quantization::Int8 => file_bytes * 35 / 100,
                 _ => file_bytes * 60 / 100,
             };
-            assert!(kept <= most, "{source} {precision}: the model keeps {kept} bytes of a {file_bytes}-byte file");
+            assert!(
+                kept <= most,
+                "{source} {precision}: the model keeps {kept} bytes of a {file_bytes}-byte file"
+            );
             drop(model);
         }
     }

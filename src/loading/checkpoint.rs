@@ -1,4 +1,4 @@
-//! Reading checkpoint weights in the Hugging Face layouts: `model.safetensors` (memory-mapped),
+//! Reading checkpoint weights in the Hugging Face layouts: `model.safetensors` (read tensor by tensor),
 //! sharded safetensors with `model.safetensors.index.json`, and `pytorch_model.bin`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};

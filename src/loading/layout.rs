@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::loading::json::parse_json;
 
-/// A single safetensors file, memory-mapped.
+/// A single safetensors file.
 pub(crate) const SAFETENSORS: &str = "model.safetensors";
 /// The shard index of sharded safetensors.
 pub(crate) const SAFETENSORS_INDEX: &str = "model.safetensors.index.json";

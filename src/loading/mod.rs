@@ -1,5 +1,5 @@
 //! Everything read from or written to a checkpoint folder: `config` (config.json), `checkpoint`
-//! (the weights), `layout` (the weight-file names, the shard index and the names a folder may
+//! (the weights), `safetensors_file` (one safetensors file, read tensor by tensor), `layout` (the weight-file names, the shard index and the names a folder may
 //! hold), `json` (optional JSON files), `hub` (a folder fetched by Hugging Face Hub id into the
 //! shared cache), `tokenizer` (vocab.txt, tokenizer.json and tokenizer_config.json),
 //! `model_files` (a folder on disk or in memory, which every reader above goes through),
@@ -13,6 +13,6 @@ pub(crate) mod hub;
 pub(crate) mod json;
 pub(crate) mod layout;
 pub(crate) mod model_files;
-mod safetensors_file;
 mod remote;
+mod safetensors_file;
 pub(crate) mod tokenizer;

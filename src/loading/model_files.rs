@@ -31,7 +31,7 @@ pub struct ModelFiles {
     /// The folder on disk, or the name an in-memory folder's errors are reported under.
     root: PathBuf,
     /// In-memory files by their path inside the folder (`/`-separated); `None` reads from disk.
-    memory: Option<Arc<BTreeMap<String, Cow<'static, [u8]>>>>,
+    memory: Option<Arc<BTreeMap<String, FileBytes>>>,
     /// For a subfolder of an in-memory folder: its path inside it, with a trailing `/`.
     prefix: String,
 }
@@ -59,15 +59,16 @@ impl ModelFiles {
     }
 
     /// A folder held in memory: each file's path inside the folder (`"config.json"`,
-    /// `"1_Pooling/config.json"`) with its bytes. `name` stands for the folder in error messages.
-    /// A path that is absolute, empty, or climbs out with `..` is refused.
+    /// `"1_Pooling/config.json"`) with its bytes ([`FileBytes`]: a `Vec<u8>`, static bytes, or
+    /// bytes read in ranges from where they are held). `name` stands for the folder in error
+    /// messages. A path that is absolute, empty, or climbs out with `..` is refused.
     pub fn from_memory<P, B>(
         name: impl Into<PathBuf>,
         files: impl IntoIterator<Item = (P, B)>,
     ) -> Result<Self>
     where
         P: AsRef<str>,
-        B: Into<Cow<'static, [u8]>>,
+        B: Into<FileBytes>,
     {
         let root = name.into();
         let mut map = BTreeMap::new();
@@ -113,30 +114,21 @@ impl ModelFiles {
         }
     }
 
-    /// The bytes of in-memory file `name`, shared with this folder rather than copied (a
-    /// weight file is most of a model's size); `None` for a folder on disk.
-    pub(crate) fn shared(&self, name: &str) -> Result<Option<SharedBytes>> {
-        let Some(files) = &self.memory else { return Ok(None) };
-        let key = format!("{}{name}", self.prefix);
-        if !files.contains_key(&key) {
-            return Err(Error::io(
-                self.root.join(name),
-                std::io::Error::new(std::io::ErrorKind::NotFound, "not among the model's files"),
-            ));
-        }
-        Ok(Some(SharedBytes { files: files.clone(), key }))
-    }
-
     /// File `name` to read in ranges: on disk, opened (not read, not mapped); in memory, the
-    /// folder's own bytes.
+    /// folder's own bytes, not a copy.
     pub(crate) fn ranged(&self, name: &str) -> Result<Box<dyn RangedBytes>> {
-        if let Some(bytes) = self.shared(name)? {
-            return Ok(Box::new(bytes));
-        }
         let path = self.path(name);
-        let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
-        Ok(Box::new(DiskFile { file: std::sync::Mutex::new(file), len }))
+        let Some(files) = &self.memory else {
+            let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+            let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+            return Ok(Box::new(DiskFile { file: std::sync::Mutex::new(file), len }));
+        };
+        let key = format!("{}{name}", self.prefix);
+        match files.get(&key) {
+            Some(FileBytes::Held(_)) => Ok(Box::new(SharedBytes { files: files.clone(), key })),
+            Some(FileBytes::Ranged(bytes)) => Ok(Box::new(bytes.clone())),
+            None => Err(not_among(path)),
+        }
     }
 
     /// This folder without the bytes of the model's weight files at its top (`model.safetensors`,
@@ -155,14 +147,12 @@ impl ModelFiles {
     /// The bytes of `name`; a missing file is an [`Error::Io`] naming it.
     pub fn read(&self, name: &str) -> Result<Cow<'static, [u8]>> {
         let path = self.root.join(name);
-        match &self.memory {
-            None => std::fs::read(&path).map(Cow::Owned).map_err(|e| Error::io(path, e)),
-            Some(files) => files.get(&format!("{}{name}", self.prefix)).cloned().ok_or_else(|| {
-                Error::io(
-                    path,
-                    std::io::Error::new(std::io::ErrorKind::NotFound, "not among the model's files"),
-                )
-            }),
+        let Some(files) = &self.memory else {
+            return std::fs::read(&path).map(Cow::Owned).map_err(|e| Error::io(path, e));
+        };
+        match files.get(&format!("{}{name}", self.prefix)) {
+            Some(bytes) => bytes.contents().map_err(|e| Error::io(path, e)),
+            None => Err(not_among(path)),
         }
     }
 
@@ -175,9 +165,77 @@ impl ModelFiles {
     }
 }
 
-/// The bytes of one file of an in-memory folder, kept alive by a share of the folder's files.
-pub(crate) struct SharedBytes {
-    files: Arc<BTreeMap<String, Cow<'static, [u8]>>>,
+fn not_among(path: PathBuf) -> Error {
+    Error::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "not among the model's files"))
+}
+
+/// The bytes of one file of an in-memory folder.
+#[derive(Clone)]
+pub enum FileBytes {
+    /// Held here: read in place, not copied.
+    Held(Cow<'static, [u8]>),
+    /// Held elsewhere (a JavaScript buffer outside WebAssembly memory, say) and read in ranges:
+    /// a weight file is read tensor by tensor, and never copied in whole.
+    Ranged(Arc<dyn RangedBytes>),
+}
+
+impl FileBytes {
+    /// All the bytes: the held ones, or a copy read from where they are held.
+    pub(crate) fn contents(&self) -> std::io::Result<Cow<'static, [u8]>> {
+        match self {
+            FileBytes::Held(bytes) => Ok(bytes.clone()),
+            FileBytes::Ranged(bytes) => {
+                let len = usize::try_from(bytes.len()).map_err(std::io::Error::other)?;
+                let mut all = vec![0; len];
+                bytes.read_at(0, &mut all)?;
+                Ok(Cow::Owned(all))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for FileBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileBytes::Held(bytes) => write!(f, "FileBytes::Held({} bytes)", bytes.len()),
+            FileBytes::Ranged(bytes) => write!(f, "FileBytes::Ranged({} bytes)", bytes.len()),
+        }
+    }
+}
+
+impl From<Vec<u8>> for FileBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        FileBytes::Held(Cow::Owned(bytes))
+    }
+}
+
+impl From<&'static [u8]> for FileBytes {
+    fn from(bytes: &'static [u8]) -> Self {
+        FileBytes::Held(Cow::Borrowed(bytes))
+    }
+}
+
+impl<const N: usize> From<&'static [u8; N]> for FileBytes {
+    fn from(bytes: &'static [u8; N]) -> Self {
+        FileBytes::Held(Cow::Borrowed(bytes))
+    }
+}
+
+impl From<Cow<'static, [u8]>> for FileBytes {
+    fn from(bytes: Cow<'static, [u8]>) -> Self {
+        FileBytes::Held(bytes)
+    }
+}
+
+impl From<Arc<dyn RangedBytes>> for FileBytes {
+    fn from(bytes: Arc<dyn RangedBytes>) -> Self {
+        FileBytes::Ranged(bytes)
+    }
+}
+
+/// The held bytes of one file of an in-memory folder, kept alive by a share of the folder's files.
+struct SharedBytes {
+    files: Arc<BTreeMap<String, FileBytes>>,
     key: String,
 }
 
@@ -185,17 +243,36 @@ impl SharedBytes {
     /// The file's bytes. They stay at one address while `self` lives: the map behind the `Arc`
     /// is never changed after `ModelFiles::from_memory` builds it (nothing takes it mutably), and
     /// a `Cow`'s bytes (a `Vec`'s heap buffer, or static data) do not move with the map.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.files[&self.key]
+    fn bytes(&self) -> &[u8] {
+        match &self.files[&self.key] {
+            FileBytes::Held(bytes) => bytes,
+            FileBytes::Ranged(_) => &[],
+        }
     }
 }
 
-/// A file read in ranges, never as a whole: what lets a weight file load tensor by tensor.
-pub(crate) trait RangedBytes: Send + Sync {
+/// A file read in ranges, never as a whole: what lets a weight file load tensor by tensor. A
+/// host that holds a file's bytes outside this program's memory implements it, and hands the
+/// file over as [`FileBytes::Ranged`].
+pub trait RangedBytes: Send + Sync {
     /// The file's length in bytes.
     fn len(&self) -> u64;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Fills `buf` with the bytes from `offset`; a range past the end is an error.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+}
+
+impl<T: RangedBytes + ?Sized> RangedBytes for Arc<T> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        (**self).read_at(offset, buf)
+    }
 }
 
 impl RangedBytes for SharedBytes {
@@ -207,7 +284,10 @@ impl RangedBytes for SharedBytes {
         let bytes = self.bytes();
         let range = usize::try_from(offset).ok().and_then(|start| Some(start..start.checked_add(buf.len())?));
         match range.and_then(|range| bytes.get(range)) {
-            Some(part) => Ok(buf.copy_from_slice(part)),
+            Some(part) => {
+                buf.copy_from_slice(part);
+                Ok(())
+            }
             None => Err(past_the_end(offset, buf.len(), bytes.len() as u64)),
         }
     }
@@ -261,10 +341,18 @@ mod tests {
         let has: Vec<bool> = names.iter().map(|n| kept.contains(n)).collect();
         assert_eq!(has, [true, false, false, false, true, true]);
         assert_eq!(&*kept.read("vocab.txt").unwrap(), b"vocab.txt");
-        // The shared bytes are the folder's own, not a copy.
-        let shared = files.shared("model.safetensors").unwrap().unwrap();
-        assert_eq!(shared.bytes(), b"model.safetensors");
-        assert!(std::ptr::eq(shared.bytes(), &*files.memory.as_ref().unwrap()["model.safetensors"]));
-        assert!(ModelFiles::from_dir("/nowhere").shared("model.safetensors").unwrap().is_none());
+        // The weights are read from the folder's own bytes, not a copy of them.
+        let key = "model.safetensors".to_string();
+        let shared = SharedBytes { files: files.memory.clone().unwrap(), key };
+        let FileBytes::Held(held) = &files.memory.as_ref().unwrap()["model.safetensors"] else {
+            unreachable!()
+        };
+        assert!(std::ptr::eq(shared.bytes(), &**held));
+        let mut part = [0u8; 5];
+        files.ranged("model.safetensors").unwrap().read_at(6, &mut part).unwrap();
+        assert_eq!(&part, b"safet");
+        let past = files.ranged("model.safetensors").unwrap().read_at(14, &mut part).unwrap_err();
+        assert!(past.to_string().contains("past the end"), "{past}");
+        assert!(ModelFiles::from_dir("/nowhere").ranged("model.safetensors").is_err());
     }
 }

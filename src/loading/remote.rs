@@ -9,12 +9,12 @@ use crate::error::{Error, Result};
 use crate::loading::layout::{
     is_shard_index, module_folders, shard_names, MODULE_FILES, OPTIONAL_FILES, WEIGHT_FILES,
 };
-use crate::loading::model_files::ModelFiles;
+use crate::loading::model_files::{FileBytes, ModelFiles};
 
 impl ModelFiles {
     /// A model folder in memory, fetched file by file with `fetch`: given a path inside the folder
-    /// (`"config.json"`, `"1_Pooling/config.json"`), it returns the bytes, `None` when the folder
-    /// has no such file (HTTP 404), or an error. `name` stands for the folder in error messages.
+    /// (`"config.json"`, `"1_Pooling/config.json"`), it returns the bytes (a `Vec<u8>`, or any
+    /// [`FileBytes`]), `None` when the folder has no such file (HTTP 404), or an error. `name` stands for the folder in error messages.
     ///
     /// It asks for `config.json`, then the weights (the first of `model.safetensors`, its shard
     /// index with every shard, `pytorch_model.bin` and its index), then the tokenizer and
@@ -44,13 +44,22 @@ impl ModelFiles {
     /// # #[cfg(not(feature = "bundled-sst2"))]
     /// # fn main() {}
     /// ```
-    pub async fn from_fetch<F, Fut>(name: impl Into<PathBuf>, mut fetch: F) -> Result<Self>
+    pub async fn from_fetch<F, Fut, B>(name: impl Into<PathBuf>, fetch: F) -> Result<Self>
     where
         F: FnMut(String) -> Fut,
-        Fut: Future<Output = Result<Option<Vec<u8>>>>,
+        Fut: Future<Output = Result<Option<B>>>,
+        B: Into<FileBytes>,
     {
         let root = name.into();
-        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut fetch = fetch;
+        let mut fetch = move |name: String| {
+            let fetched = fetch(name);
+            async move { fetched.await.map(|body| body.map(Into::into)) }
+        };
+        // The index and modules.json are read here; the rest only when the model loads.
+        let contents =
+            |bytes: &FileBytes, file: &str| bytes.contents().map_err(|e| Error::io(root.join(file), e));
+        let mut files: Vec<(String, FileBytes)> = Vec::new();
         let missing = |file: &str, what: &str| {
             Error::io(root.join(file), std::io::Error::new(std::io::ErrorKind::NotFound, what.to_string()))
         };
@@ -66,7 +75,11 @@ impl ModelFiles {
         let (file, bytes) = weights.ok_or_else(|| {
             missing(WEIGHT_FILES[0], "no model.safetensors, shard index, pytorch_model.bin or its index")
         })?;
-        let shards = if is_shard_index(file) { shard_names(&bytes, &root.join(file))? } else { Vec::new() };
+        let shards = if is_shard_index(file) {
+            shard_names(&contents(&bytes, file)?, &root.join(file))?
+        } else {
+            Vec::new()
+        };
         files.push((file.into(), bytes));
         for shard in shards {
             let bytes = fetch(shard.clone())
@@ -78,7 +91,7 @@ impl ModelFiles {
         for file in OPTIONAL_FILES {
             if let Some(bytes) = fetch(file.into()).await? {
                 if file == "modules.json" {
-                    modules = module_folders(&bytes, &root.join(file))?;
+                    modules = module_folders(&contents(&bytes, file)?, &root.join(file))?;
                 }
                 files.push((file.into(), bytes));
             }

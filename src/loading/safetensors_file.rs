@@ -72,7 +72,9 @@ impl SafetensorsFile {
             Dtype::BF16 => Tensor::from_vec(self.read::<half::bf16>(offset, elements)?, shape, &Device::Cpu),
             Dtype::F64 => Tensor::from_vec(self.read::<f64>(offset, elements)?, shape, &Device::Cpu),
             // Every weight of a RoFormer is a float: integer bytes would be converted silently.
-            other => Err(candle_core::Error::Msg(format!("is stored as {other:?}, but it is a float weight"))),
+            other => {
+                Err(candle_core::Error::Msg(format!("is stored as {other:?}, but it is a float weight")))
+            }
         }
     }
 
@@ -84,11 +86,14 @@ impl SafetensorsFile {
         // The slice covers exactly the vector's initialised elements and is dropped before
         // `values` is used again.
         let bytes = unsafe {
-            std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&values[..]))
+            std::slice::from_raw_parts_mut(
+                values.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(&values[..]),
+            )
         };
         self.bytes.read_at(offset, bytes).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         if cfg!(target_endian = "big") {
-            values.iter_mut().for_each(T::from_le);
+            values.iter_mut().for_each(T::le_to_native);
         }
         Ok(values)
     }
@@ -97,13 +102,13 @@ impl SafetensorsFile {
 /// The number types a tensor is read into: no padding, and every bit pattern a value.
 trait Plain: Copy + Default + candle_core::WithDType {
     /// Turns a value read in little-endian order into the machine's.
-    fn from_le(&mut self);
+    fn le_to_native(&mut self);
 }
 
 macro_rules! plain {
     ($($t:ty => $bits:ty),+) => {$(
         impl Plain for $t {
-            fn from_le(&mut self) {
+            fn le_to_native(&mut self) {
                 *self = <$t>::from_bits(<$bits>::from_le(self.to_bits()));
             }
         }

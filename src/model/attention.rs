@@ -193,7 +193,13 @@ impl SelfOutput {
     fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let h = config.hidden_size;
         Ok(Self {
-            dense: Linear::load_in(vb.pp("dense"), (h, h, config.use_bias()), config, engine, config.quantization)?,
+            dense: Linear::load_in(
+                vb.pp("dense"),
+                (h, h, config.use_bias()),
+                config,
+                engine,
+                config.quantization,
+            )?,
             norm: Norm::load(vb.pp("LayerNorm"), h, config, engine)?,
             dropout: config.hidden_dropout_prob,
         })

@@ -26,9 +26,21 @@ impl FeedForward {
     fn load(vb: VarBuilder, config: &Config, engine: Engine) -> Result<Self> {
         let (h, i, bias) = (config.hidden_size, config.intermediate_size, config.use_bias());
         Ok(Self {
-            intermediate: Linear::load_in(vb.pp("intermediate.dense"), (h, i, bias), config, engine, config.quantization)?,
+            intermediate: Linear::load_in(
+                vb.pp("intermediate.dense"),
+                (h, i, bias),
+                config,
+                engine,
+                config.quantization,
+            )?,
             activation: config.hidden_act,
-            output: Linear::load_in(vb.pp("output.dense"), (i, h, bias), config, engine, config.quantization)?,
+            output: Linear::load_in(
+                vb.pp("output.dense"),
+                (i, h, bias),
+                config,
+                engine,
+                config.quantization,
+            )?,
             norm: Norm::load(vb.pp("output.LayerNorm"), h, config, engine)?,
             dropout: config.hidden_dropout_prob,
         })

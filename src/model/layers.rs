@@ -172,7 +172,10 @@ fn refused(precision: Quantization, weight: &Tensor) -> crate::error::Error {
             weight.device().location()
         )
     } else if weight.dtype() != candle_core::DType::F32 {
-        format!("{precision} is quantized from f32 weights, and this model was loaded in {:?}", weight.dtype())
+        format!(
+            "{precision} is quantized from f32 weights, and this model was loaded in {:?}",
+            weight.dtype()
+        )
     } else {
         format!("{precision} runs on the fused CPU engine, and ROFORMER_ENGINE=candle chose Candle's")
     })

@@ -84,6 +84,59 @@ fn a_cross_encoder_in_memory_keeps_its_activation() -> roformer::Result<()> {
     Ok(())
 }
 
+/// A weight file held "elsewhere", as a page's JavaScript buffer is, counting the bytes read.
+struct Elsewhere {
+    bytes: Vec<u8>,
+    read: std::sync::atomic::AtomicU64,
+}
+
+impl roformer::RangedBytes for Elsewhere {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let start = offset as usize;
+        let part = self.bytes.get(start..start + buf.len()).ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(part);
+        self.read.fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[test]
+fn weights_read_in_ranges_load_as_on_disk_and_are_let_go_after_the_load() -> roformer::Result<()> {
+    let dir = fixture("pipelines/cls");
+    let weights = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let elsewhere = std::sync::Arc::new(Elsewhere { bytes: weights.clone(), read: Default::default() });
+    let mut files: Vec<(String, roformer::FileBytes)> = read_folder(&dir)
+        .into_iter()
+        .filter(|(name, _)| name != "model.safetensors")
+        .map(|(name, bytes)| (name, bytes.into()))
+        .collect();
+    let ranged: std::sync::Arc<dyn roformer::RangedBytes> = elsewhere.clone();
+    files.push(("model.safetensors".into(), ranged.into()));
+    let files = ModelFiles::from_memory("elsewhere", files)?;
+    let texts = ["a great film", "the movie was terrible"];
+    let want = TextClassifier::from_pretrained(&dir)?.classify(&texts)?;
+    let classifier = TextClassifier::from_files(&files, Default::default())?;
+    assert_eq!(want, classifier.classify(&texts)?);
+    drop(files);
+    // Every tensor read once (the header too), and nothing of the file kept by the loaded model.
+    let read = elsewhere.read.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        read <= weights.len() as u64 && read > weights.len() as u64 * 9 / 10,
+        "{read} of {}",
+        weights.len()
+    );
+    assert_eq!(
+        std::sync::Arc::strong_count(&elsewhere),
+        1,
+        "the loaded classifier still holds the weight file"
+    );
+    Ok(())
+}
+
 fn sst2_files() -> Vec<(String, Vec<u8>)> {
     read_folder(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/models/roformer-sst2")))
 }

@@ -265,6 +265,27 @@ class Pool {
     return new Pool((await Promise.all(Array.from({ length: n }, spawnWorker))).map((w) => new Channel(w)));
   }
 
+  // The model, loaded on one worker after another, from one copy of the folder that moves from
+  // worker to worker (transferred, not copied): the first fetches it (from a URL) or is given
+  // the pool's own copy of the caller's files, and each hands it back with its answer. The page
+  // never holds more than that one copy beside the caller's, and it is let go at the end.
+  async loadInTurn(message, source, onProgress) {
+    let files = source.files && ownCopy(source.files);
+    let info;
+    for (const [i, channel] of this.channels.entries()) {
+      const what = files ? { files } : { url: source.url };
+      const transfer = files ? [...new Set(Object.values(files).map((b) => b?.buffer))].filter((b) => b instanceof ArrayBuffer) : [];
+      const reply = await channel.call(
+        { ...message, ...what, progress: i === 0 && !!onProgress },
+        transfer,
+        i === 0 ? onProgress : undefined,
+      );
+      info ??= reply.info;
+      files = reply.files;
+    }
+    return info;
+  }
+
   broadcast(message, onProgress) {
     return Promise.all(
       this.channels.map((c, i) =>
@@ -401,12 +422,47 @@ async function openPool(kind, source, options, n) {
   const pool = await Pool.open(n);
   const handle = nextHandle++;
   try {
-    const [info] = await pool.broadcast({ op: "load", module, kind, handle, ...source, options: rest }, onProgress);
+    const load = { op: "load", module, kind, handle, options: rest };
+    const shared = source.files && sharedWeights(source.files);
+    const info = shared
+      ? (await pool.broadcast({ ...load, files: shared }, onProgress))[0].info
+      : await pool.loadInTurn(load, source, onProgress);
     return new (kind === "TextClassifier" ? PooledTextClassifier : PooledSentenceEncoder)(pool, handle, info);
   } catch (e) {
     pool.terminate("roformer-wasm: the load failed");
     throw e;
   }
+}
+
+// The caller's files as the pool's own Uint8Arrays, each on a buffer of its own, to be moved
+// from worker to worker: the caller's arrays stay theirs, untouched.
+function ownCopy(files) {
+  if (files === null || typeof files !== "object") return files;
+  const copy = {};
+  for (const [path, bytes] of Object.entries(files)) {
+    // Not bytes.slice(): on a Node Buffer that is a view of the same memory, not a copy.
+    if (bytes instanceof Uint8Array) copy[path] = new Uint8Array(bytes);
+    else if (bytes instanceof ArrayBuffer) copy[path] = new Uint8Array(bytes.slice(0));
+    else copy[path] = bytes; // not bytes: the worker's load names it in its error
+  }
+  return copy;
+}
+
+// On a cross-origin isolated page, the weight files copied once into shared memory, which every
+// worker reads at the same time: no copy per worker, and the workers load in parallel. Elsewhere
+// null, and the workers load in turn (Pool.loadInTurn).
+function sharedWeights(files) {
+  if (!globalThis.crossOriginIsolated || typeof SharedArrayBuffer !== "function") return null;
+  if (files === null || typeof files !== "object") return null;
+  const shared = { ...files };
+  for (const [path, bytes] of Object.entries(files)) {
+    if (!path.endsWith(".safetensors")) continue;
+    const view = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : bytes;
+    if (!(view instanceof Uint8Array) || view.buffer instanceof SharedArrayBuffer) continue;
+    shared[path] = new Uint8Array(new SharedArrayBuffer(view.byteLength));
+    shared[path].set(view);
+  }
+  return shared;
 }
 
 function workerCount(options) {

@@ -1,7 +1,7 @@
 // A worker of a pool that index.js starts: one instance of the module index.js compiled and
 // posted, and the models it loaded, by the handles index.js gave them. Requests run one at a
 // time, in order; every failure goes back as its message.
-import initGlue, { SentenceEncoder, TextClassifier } from "./roformer_wasm.js";
+import initGlue, { SentenceEncoder, TextClassifier, fetchFiles } from "./roformer_wasm.js";
 
 const classes = { SentenceEncoder, TextClassifier };
 const models = new Map();
@@ -27,10 +27,14 @@ async function answer(request) {
       const options = { ...request.options };
       if (request.progress) options.onProgress = (path, bytes) => post({ id: request.id, progress: [path, bytes] });
       const Class = classes[request.kind];
-      const loaded =
-        request.url === undefined ? Class.fromFiles(request.files, options) : await Class.fromUrl(request.url, options);
+      // From a URL, the folder is fetched here once, and handed back with the answer for the
+      // pool's next worker: no worker fetches it again.
+      const files = request.url === undefined ? request.files : await fetchFiles(request.url, options);
+      if (request.url !== undefined) options.name ??= request.url.replace(/\/+$/, "");
+      delete options.onProgress;
+      const loaded = Class.fromFiles(files, options);
       models.set(request.handle, loaded);
-      return describe(loaded);
+      return { info: describe(loaded), files };
     }
     case "encoder": {
       const encoder = model(request.from).sentenceEncoder();
@@ -54,8 +58,13 @@ async function answer(request) {
   }
 }
 
-// Embeddings go back transferred, not copied: each row has a buffer of its own.
+// Embeddings go back transferred, not copied: each row has a buffer of its own. So do the
+// files a load was given or fetched, for the pool's next worker (shared memory is not moved).
 function transferables(value) {
+  if (value?.files) {
+    const buffers = Object.values(value.files).map((bytes) => bytes?.buffer ?? bytes);
+    return [...new Set(buffers.filter((b) => b instanceof ArrayBuffer))];
+  }
   if (!Array.isArray(value) || !(value[0] instanceof Float32Array)) return [];
   return [...new Set(value.map((row) => row.buffer))];
 }

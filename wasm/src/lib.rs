@@ -34,6 +34,15 @@ fn js_error(error: roformer::Error) -> JsError {
     JsError::new(&message)
 }
 
+/// Fetches the model folder at `baseUrl` file by file, as `fromUrl` does, into an object from
+/// each path to its bytes (`Uint8Array`), for `fromFiles`: a page (or a pool of workers) fetches
+/// a folder once and loads it more than once. `options`: `onProgress(path, bytes)`, as `fromUrl`.
+#[wasm_bindgen(js_name = fetchFiles)]
+pub async fn fetch_files(base_url: String, options: Option<Object>) -> Result<Object, JsError> {
+    let options = options::Options::read(options)?;
+    files::fetch_object(&base_url, options.on_progress.as_ref()).await
+}
+
 /// Sentence embeddings: a plain RoFormer checkpoint or a sentence-transformers folder (modules,
 /// pooling, prompts), as `roformer::SentenceEncoder` reads it.
 #[wasm_bindgen]

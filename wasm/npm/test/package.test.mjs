@@ -257,8 +257,27 @@ test("a pool's failures reject with the module's Error", async () => {
   encoder.free();
 });
 
-test("fromUrl on workers fetches the folder, its progress heard here", async () => {
+test("workers load from the pool's own copy: the caller's files stay whole", async () => {
+  const files = Object.fromEntries(Object.entries(cls).map(([path, bytes]) => [path, new Uint8Array(bytes)]));
+  const lengths = Object.values(files).map((bytes) => bytes.byteLength);
+  const pooled = await TextClassifier.fromFiles(files, { workers: 3 });
+  assertSame("own copy", await pooled.classify(texts), TextClassifier.fromFiles(cls).classify(texts));
+  assert.deepEqual(Object.values(files).map((bytes) => bytes.byteLength), lengths);
+  // Node Buffers (whose slice() is a view, not a copy) too, and an ArrayBuffer.
+  const weights = cls["model.safetensors"];
+  const buffers = { ...cls, "model.safetensors": weights.buffer.slice(weights.byteOffset, weights.byteOffset + weights.length) };
+  const again = await TextClassifier.fromFiles(buffers, { workers: 2 });
+  assert.equal(buffers["model.safetensors"].byteLength, cls["model.safetensors"].length);
+  assert.ok(Object.values(cls).every((bytes) => bytes.byteLength > 0));
+  assertSame("buffers", await again.classify(texts), TextClassifier.fromFiles(cls).classify(texts));
+  pooled.free();
+  again.free();
+});
+
+test("fromUrl on workers fetches the folder once, its progress heard here", async () => {
+  const asked = [];
   const server = createServer(async (request, response) => {
+    asked.push(new URL(request.url, "http://x").pathname);
     try {
       const body = await readFile(join(CLS, decodeURIComponent(new URL(request.url, "http://x").pathname)));
       response.writeHead(200, { "Content-Type": "application/octet-stream" }).end(body);
@@ -280,6 +299,8 @@ test("fromUrl on workers fetches the folder, its progress heard here", async () 
       JSON.stringify(heard),
     );
     assert.equal(new Set(heard.map(([path]) => path)).size, heard.length, "each file heard once, from one worker");
+    // One worker fetched the folder and handed it on: each file asked for once, not once per worker.
+    assert.equal(asked.filter((path) => path === "/model.safetensors").length, 1, JSON.stringify(asked));
     pooled.free();
   } finally {
     server.close();
