@@ -16,7 +16,8 @@
 //! - pipelines, for most users: [`TextClassifier`], [`TokenClassifier`] (entities, with
 //!   [`TokenClassifierOptions`]), [`QuestionAnswerer`] (answer spans, with
 //!   [`QuestionAnswererOptions`]), [`SentenceEncoder`] (sentence-transformers folders included:
-//!   modules, prompts, Matryoshka), [`Reranker`] (cross-encoders), [`FillMask`], [`Paraphraser`]
+//!   modules, prompts, Matryoshka), [`SparseEncoder`] (SPLADE on a masked-LM checkpoint),
+//!   [`Reranker`] (cross-encoders), [`FillMask`], [`Paraphraser`]
 //!   (the sim checkpoints' similar sentences), set up with [`PipelineOptions`] (device, dtype,
 //!   batching, pooling, prompts, [`HubOptions`]);
 //! - models, for Candle users: [`RoFormerModel`] and every task head, built from a [`Config`]
@@ -95,8 +96,8 @@ pub use model::task::{load_dir, TaskModel};
 pub use pipelines::{
     cosine_similarity, l2_normalize, AggregationStrategy, Answer, Classification, Entity, FillMask,
     MaskCandidate, Paraphrase, Paraphraser, Pipeline, PipelineOptions, Pooling, Prompt, QuestionAnswerer,
-    QuestionAnswererOptions, Ranked, Reranker, SentenceEncoder, TextClassifier, TokenClassifier,
-    TokenClassifierOptions,
+    QuestionAnswererOptions, Ranked, Reranker, SentenceEncoder, SparseEmbedding, SparseEncoder,
+    TextClassifier, TokenClassifier, TokenClassifierOptions,
 };
 pub use runtime::activation::Activation;
 pub use runtime::quantization::Quantization;

@@ -1,5 +1,5 @@
 //! What people do with the crate: classify texts and tokens, answer questions, encode sentences,
-//! rerank, fill masks, paraphrase. Each wraps the one generic [`Pipeline`] of `core`, which loads
+//! rerank, fill masks, paraphrase, and sparse (SPLADE) embeddings. Each wraps the one generic [`Pipeline`] of `core`, which loads
 //! model, tokenizer and config together from a folder or a Hub id, batches the inputs, and holds
 //! the accessors every pipeline shares; a new pipeline is one file here plus its line below.
 
@@ -11,6 +11,7 @@ mod question_answerer;
 mod reranker;
 mod sentence_encoder;
 mod sentence_transformers;
+mod sparse_encoder;
 mod text_classifier;
 mod token_classifier;
 
@@ -21,5 +22,6 @@ pub use paraphraser::{Paraphrase, Paraphraser};
 pub use question_answerer::{Answer, QuestionAnswerer, QuestionAnswererOptions};
 pub use reranker::{Ranked, Reranker};
 pub use sentence_encoder::{cosine_similarity, l2_normalize, Prompt, SentenceEncoder};
+pub use sparse_encoder::{SparseEmbedding, SparseEncoder};
 pub use text_classifier::{Classification, TextClassifier};
 pub use token_classifier::{AggregationStrategy, Entity, TokenClassifier, TokenClassifierOptions};

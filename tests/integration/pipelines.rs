@@ -2,7 +2,9 @@
 //! metric code against scikit-learn and scipy.
 
 use crate::app::metrics;
-use roformer::{cosine_similarity, FillMask, PipelineOptions, Pooling, SentenceEncoder, TextClassifier};
+use roformer::{
+    cosine_similarity, FillMask, PipelineOptions, Pooling, SentenceEncoder, SparseEncoder, TextClassifier,
+};
 use serde_json::Value;
 
 fn expected(name: &str) -> Value {
@@ -120,6 +122,33 @@ fn fill_mask_matches_transformers() {
                 assert!((c.score - w[2].as_f64().unwrap() as f32).abs() < 1e-4);
             }
         }
+    }
+}
+
+#[test]
+fn splade_matches_transformers() {
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade.json", dir("mlm"))).unwrap()).unwrap();
+    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    // Batches of 2 mix lengths (padding or packing), as in the other pipeline tests; the last text
+    // is truncated to the model's 64 positions.
+    let encoder = SparseEncoder::from_pretrained_with(dir("mlm"), options(2)).unwrap();
+    assert_eq!(encoder.dim(), 1131);
+    let ours = encoder.encode(&texts).unwrap();
+    assert_eq!(ours.len(), texts.len());
+    for ((text, got), want) in texts.iter().zip(&ours).zip(want["sparse"].as_array().unwrap()) {
+        let want: Vec<(u32, f32)> = want
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap() as f32))
+            .collect();
+        let want_indices: Vec<u32> = want.iter().map(|p| p.0).collect();
+        assert_eq!(got.indices, want_indices, "{text:?}: the non-zero entries");
+        let diff = got.values.iter().zip(&want).map(|(a, (_, b))| (a - b).abs()).fold(0f32, f32::max);
+        assert!(diff < 1e-5, "{text:?}: max abs diff {diff:e}");
+        let dense = got.to_dense(encoder.dim());
+        assert_eq!(dense.iter().filter(|&&v| v != 0.0).count(), want.len());
     }
 }
 
