@@ -416,7 +416,7 @@ pub enum PredictInput {
     Single(Item),
     Batch(Vec<Item>),
     /// A flat list of more than two strings: neither a text, a pair nor a batch. Kept until the
-    /// handler, which answers 413 when it is longer than a batch may be, else 422.
+    /// handler, which answers 422 (the batch size's message when it is longer than a batch may be).
     Invalid {
         length: usize,
         message: String,
@@ -546,6 +546,28 @@ pub struct SimilarityParameters {
     #[serde(default)]
     #[schema(schema_with = prompt_name)]
     pub prompt_name: Option<String>,
+}
+
+/// /embed_sparse's body, as TEI's.
+#[derive(Deserialize, ToSchema)]
+pub struct EmbedSparseRequest {
+    pub inputs: Input,
+    #[serde(default)]
+    pub truncate: Option<bool>,
+    #[serde(default)]
+    #[schema(schema_with = truncation_direction)]
+    pub truncation_direction: TruncationDirection,
+    /// Not served: a SPLADE model here has no prompts.
+    #[serde(default)]
+    #[schema(schema_with = no_prompt_name)]
+    pub prompt_name: Option<String>,
+}
+
+/// A vocabulary entry of a sparse embedding, and its weight (above zero).
+#[derive(Serialize, ToSchema)]
+pub struct SparseValue {
+    pub index: usize,
+    pub value: f32,
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -12,94 +12,39 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
-use roformer::{Config, Pooling, Prompt, Reranker, SentenceEncoder, TextClassifier, Truncation};
-
-use roformer_cli as common;
+use roformer::{
+    Config, Pooling, Prompt, Reranker, SentenceEncoder, SparseEncoder, TextClassifier, Truncation,
+};
 
 mod api;
+mod args;
 mod http;
 mod infer;
+mod logs;
+
+use args::{Args, ServePooling};
 
 use http::handlers::App;
 use http::middleware::Guard;
 use infer::inference::{Infer, Kind};
 use infer::metrics::Metrics;
-use infer::queue::{Backend, Head, Limits, Queue};
+use infer::queue::{Backend, Embedder, Head, Limits, Queue};
 use infer::validation::Validation;
 
-#[derive(Parser)]
-#[command(about = "Serve a RoFormer checkpoint over text-embeddings-inference's HTTP API")]
-struct Args {
-    /// Checkpoint folder or Hub id.
-    #[arg(long, alias = "model-id")]
-    model: String,
-    #[command(flatten)]
-    run: common::RunArgs,
-    /// cls, mean or pooler, for /embed (default: the checkpoint's pooler if it has one, else mean).
-    #[arg(long)]
-    pooling: Option<Pooling>,
-    /// Address to listen on.
-    #[arg(long, alias = "hostname", default_value = "127.0.0.1")]
-    host: String,
-    /// Port to listen on; 0 picks a free one.
-    #[arg(long, short = 'p', default_value_t = 8080)]
-    port: u16,
-    /// Tokens one batch may hold (the sum of its inputs' lengths).
-    #[arg(long, default_value_t = 16384)]
-    max_batch_tokens: usize,
-    /// Inputs one batch may hold (no limit by default); 1 turns dynamic batching off.
-    #[arg(long)]
-    max_batch_requests: Option<usize>,
-    /// Inputs queued or running at once. A request that finds them all taken gets 429; once in,
-    /// each of its inputs waits for its turn.
-    #[arg(long, default_value_t = 512)]
-    max_concurrent_requests: usize,
-    /// Inputs one request may hold.
-    #[arg(long, default_value_t = 32)]
-    max_client_batch_size: usize,
-    /// Truncate inputs past the max length when the request does not say (`--auto-truncate false`
-    /// answers them 422 instead).
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
-    auto_truncate: bool,
-    /// Threads of the inference pool (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Largest request body, in bytes.
-    #[arg(long, default_value_t = 2_000_000)]
-    payload_limit: usize,
-    /// The model name /info and /v1/embeddings report (default: --model).
-    #[arg(long)]
-    served_model_name: Option<String>,
-    /// Requests must carry `Authorization: Bearer KEY` (health, metrics and docs excepted), else 401.
-    #[arg(long)]
-    api_key: Option<String>,
-    /// Origins browsers may call from (CORS), e.g. `https://example.com`; `*` for any. Repeat or
-    /// separate with commas.
-    #[arg(long, value_delimiter = ',')]
-    cors_allow_origin: Option<Vec<String>>,
-    /// Seconds a client has to send a request's headers before the connection is closed.
-    #[arg(long, default_value_t = 30.0)]
-    header_read_timeout: f64,
-    /// Seconds a client has to send a request's body before it gets 408 and the connection closes.
-    #[arg(long, default_value_t = 60.0)]
-    body_read_timeout: f64,
-}
-
 fn main() -> std::process::ExitCode {
-    common::main_with(run)
+    logs::install();
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 fn run() -> Result<()> {
-    let args = Args::parse();
-    if args.max_batch_requests == Some(0)
-        || args.max_concurrent_requests == 0
-        || args.max_client_batch_size == 0
-    {
-        bail!(
-            "--max-batch-requests, --max-concurrent-requests and --max-client-batch-size must be at least 1"
-        );
-    }
+    let args = Args::parse()?;
+    logs::set_json(args.json_output);
     let seconds = |flag: &str, s: f64| {
         if s.is_finite() && s > 0.0 {
             Ok(std::time::Duration::from_secs_f64(s))
@@ -125,27 +70,46 @@ fn run() -> Result<()> {
         })
         .context("starting the inference thread")?;
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.tokenization_workers {
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime.enable_all().build()?;
+    let host = args.host();
     let served = runtime.block_on(async {
         // Signal handlers go in before the address is printed: a SIGTERM sent the moment a
         // client sees it must already mean "shut down gracefully".
         let shutdown = shutdown_signal()?;
-        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+        let listener = tokio::net::TcpListener::bind((host.as_str(), args.port))
             .await
-            .with_context(|| format!("binding {}:{}", args.host, args.port))?;
+            .with_context(|| format!("binding {host}:{}", args.port))?;
         let address = listener.local_addr()?;
+        let unix = match &args.uds_path {
+            Some(path) => Some(http::listen::unix(path)?),
+            None => None,
+        };
+        let metrics_only = http::router::metrics_router(app.clone());
+        http::listen::prometheus(&host, args.prometheus_port, metrics_only).await;
         {
             use std::io::Write;
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "listening on {address}")?;
             stdout.flush()?;
         }
-        serve(listener, http::router::router(app, guard), header_read_timeout, shutdown).await;
+        log::info!("listening on {address}");
+        if let Some(path) = &args.uds_path {
+            log::info!("listening on {}", path.display());
+        }
+        let router = http::router::router(app, guard);
+        http::listen::serve(listener, unix, router, header_read_timeout, shutdown).await;
         Ok(())
     });
     // Every request has had its answer by now; let the worker drain and stop.
     queue.close();
     let _ = worker.join();
+    if let Some(path) = &args.uds_path {
+        let _ = std::fs::remove_file(path);
+    }
     served
 }
 
@@ -154,8 +118,14 @@ fn run() -> Result<()> {
 fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
     // Embeddings come back unnormalised: each request says whether to normalise.
     let mut options = args.run.options()?.with_normalize(false);
-    if let Some(pooling) = args.pooling {
+    if let Some(ServePooling::Dense(pooling)) = args.pooling {
         options = options.with_pooling(pooling);
+    }
+    if let Some(token) = &args.hf_token {
+        options.hub.token = Some(token.clone());
+    }
+    if let Some(cache) = &args.huggingface_hub_cache {
+        options.hub.cache_dir = cache.clone();
     }
     if let Some(threads) = args.threads {
         options = options.with_threads(threads);
@@ -176,10 +146,22 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
         let label2id: serde_json::Map<_, _> = labels.enumerate().map(|(i, l)| (l, i.into())).collect();
         serde_json::json!({kind: {"id2label": id2label, "label2id": label2id}})
     };
-    let (head, kind, encoder, model_type) = if is_classifier {
+    let splade = matches!(args.pooling, Some(ServePooling::Splade));
+    let is_masked_lm = config.architectures.iter().flatten().any(|a| a.ends_with("MaskedLM"));
+    if splade && !is_masked_lm {
+        bail!("Splade pooling is not supported: model is not a ForMaskedLM model ({})", dir.display());
+    }
+    if splade && (args.default_prompt.is_some() || args.default_prompt_name.is_some()) {
+        bail!("--default-prompt and --default-prompt-name: a SPLADE model here takes no prompts");
+    }
+    let (head, kind, encoder, model_type) = if splade {
+        let sparse = SparseEncoder::from_pretrained_with(&dir, options.clone()).with_context(load_context)?;
+        let splade = serde_json::json!({"embedding": {"pooling": "splade"}});
+        (Head::None, Kind::Splade, Embedder::Sparse(Box::new(sparse)), splade)
+    } else if is_classifier {
         let classifier =
             TextClassifier::from_pretrained_with(&dir, options.clone()).with_context(load_context)?;
-        let encoder = SentenceEncoder::from_classifier(&classifier)?;
+        let encoder = Embedder::Dense(Box::new(SentenceEncoder::from_classifier(&classifier)?));
         // One label is a cross-encoder, as TEI reads it.
         if config.num_labels() == 1 {
             let reranker = Reranker::from_classifier(classifier).with_context(load_context)?;
@@ -195,19 +177,37 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
             Pooling::Mean => "mean",
             Pooling::Pooler => "pooler",
         };
-        (Head::None, Kind::Embedding, encoder, serde_json::json!({"embedding": {"pooling": pooling}}))
+        let model_type = serde_json::json!({"embedding": {"pooling": pooling}});
+        (Head::None, Kind::Embedding, Embedder::Dense(Box::new(encoder)), model_type)
     };
-    let (mut tokenizer, max_length) = (encoder.tokenizer().clone(), encoder.max_length());
-    let embedding_dim = encoder.dim();
-    // One encoder serves every prompt of a sentence-transformers folder: a request's prompt name
-    // is passed per call (one copy of the weights).
-    let prompt_names: Vec<String> = encoder.prompt_names().into_iter().map(str::to_string).collect();
-    // Their texts: the server tokenizes a prompted input once, prompt and text together.
-    let prompts = prompt_names
-        .iter()
-        .map(|name| encoder.prompt_text(Prompt::Named(name)))
-        .collect::<roformer::Result<Vec<String>>>()?;
-    let backend = Backend { encoder, prompt_names: prompt_names.clone(), head };
+    let (mut tokenizer, max_length, embedding_dim, prompt_names, prompts, default_prompt) = match &encoder {
+        Embedder::Dense(encoder) => {
+            // One encoder serves every prompt of a sentence-transformers folder: a request's
+            // prompt name is passed per call (one copy of the weights).
+            let names: Vec<String> = encoder.prompt_names().into_iter().map(str::to_string).collect();
+            // Their texts: the server tokenizes a prompted input once, prompt and text together.
+            let texts = names
+                .iter()
+                .map(|name| encoder.prompt_text(Prompt::Named(name)))
+                .collect::<roformer::Result<Vec<String>>>()?;
+            // What /embed puts before a text that names no prompt: --default-prompt, or the text of
+            // --default-prompt-name. As in TEI, not the folder's own default_prompt_name.
+            let default = match (&args.default_prompt, &args.default_prompt_name) {
+                (Some(text), _) => text.clone(),
+                (None, Some(name)) => encoder
+                    .prompt_text(Prompt::Named(name))
+                    .with_context(|| format!("--default-prompt-name {name}"))?,
+                (None, None) => String::new(),
+            };
+            (encoder.tokenizer().clone(), encoder.max_length(), encoder.dim(), names, texts, default)
+        }
+        Embedder::Sparse(sparse) => {
+            let none = (Vec::new(), Vec::new(), String::new());
+            (sparse.tokenizer().clone(), sparse.max_length(), sparse.dim(), none.0, none.1, none.2)
+        }
+    };
+    let backend =
+        Backend { encoder, prompt_names: prompt_names.clone(), default_prompt: default_prompt.clone(), head };
     // As TEI: an input must fit in one batch, so the max input length is capped by the budget
     // when truncating, and is a startup error otherwise.
     let max_input_length = if max_length > args.max_batch_tokens {
@@ -231,7 +231,7 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
         "bf16" => "bfloat16",
         _ => "float32",
     };
-    let tokenization_workers = tokio_threads();
+    let tokenization_workers = args.tokenization_workers.unwrap_or_else(tokio_threads);
     let info = serde_json::json!({
         "model_id": args.model,
         "model_sha": args.run.revision,
@@ -267,6 +267,7 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
         max_client_batch_size: args.max_client_batch_size,
         prompt_names,
         prompts,
+        default_prompt,
     };
     let infer = Infer {
         kind,
@@ -280,45 +281,6 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
     };
     let app = App { infer, served_model_name, info };
     Ok((backend, Arc::new(app)))
-}
-
-/// Accepts connections until `shutdown`, then stops accepting and lets every connection finish
-/// the request it has begun. hyper's own loop rather than axum::serve, which sets no timer and
-/// so no header read timeout: a client that sends its headers a byte at a time is cut off.
-async fn serve(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    header_read_timeout: std::time::Duration,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
-    let service = hyper_util::service::TowerToHyperService::new(router);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let connection = http.serve_connection(TokioIo::new(stream), service.clone());
-                    let connection = graceful.watch(connection);
-                    tokio::spawn(async move {
-                        let _ = connection.await;
-                    });
-                }
-                // Out of file descriptors, say: the next accept may succeed.
-                Err(e) => {
-                    eprintln!("accepting a connection: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-            _ = &mut shutdown => break,
-        }
-    }
-    drop(listener);
-    graceful.shutdown().await;
 }
 
 /// Tokenization runs in the handlers, on the runtime's threads (one per core).
@@ -338,14 +300,14 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
                 _ = term.recv() => {}
                 _ = interrupt.recv() => {}
             }
-            eprintln!("shutting down: finishing the requests in flight");
+            log::info!("shutting down: finishing the requests in flight");
         })
     }
     #[cfg(not(unix))]
     {
         Ok(async {
             let _ = tokio::signal::ctrl_c().await;
-            eprintln!("shutting down: finishing the requests in flight");
+            log::info!("shutting down: finishing the requests in flight");
         })
     }
 }

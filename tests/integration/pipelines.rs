@@ -128,7 +128,8 @@ fn fill_mask_matches_transformers() {
 #[test]
 fn splade_matches_transformers() {
     let want: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade.json", dir("mlm"))).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade.json", dir("mlm"))).unwrap())
+            .unwrap();
     let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     // Batches of 2 mix lengths (padding or packing), as in the other pipeline tests; the last text
     // is truncated to the model's 64 positions.

@@ -36,14 +36,15 @@ impl ApiError {
 }
 
 /// TEI's statuses: 422 for input refused after parsing (TEI 1.9; an empty input too, where TEI
-/// 1.9.3 says 400), 413 for a batch over `--max-client-batch-size` (TEI up to 1.8), 429 when
-/// overloaded, 424 when the route does not fit the model, 500 for a failed forward pass.
+/// 1.9.3 says 400), a batch over `--max-client-batch-size` included (TEI 1.9's validation
+/// status; up to 1.8 it was 413), 429 when overloaded, 424 when the route does not fit the
+/// model, 500 for a failed forward pass.
 impl From<InferError> for ApiError {
     fn from(e: InferError) -> Self {
         let (status, error_type) = match &e {
             InferError::Empty(_) => (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::Empty),
             InferError::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::Validation),
-            InferError::BatchSize { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::Validation),
+            InferError::BatchSize { .. } => (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::Validation),
             InferError::Tokenizer(_) => (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::Tokenizer),
             InferError::Overloaded => (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded),
             InferError::ModelType(_) => (StatusCode::FAILED_DEPENDENCY, ErrorType::Backend),

@@ -62,7 +62,21 @@ pub async fn root(State(app): AppState, request: Request) -> Response {
             let body = Json::<EmbedRequest>::from_request(request, &()).await;
             root_embed(State(app), body).await.into_response()
         }
+        Kind::Splade => {
+            let body = Json::<EmbedSparseRequest>::from_request(request, &()).await;
+            root_embed_sparse(State(app), body).await.into_response()
+        }
     }
+}
+
+/// POST / on a SPLADE model: /embed_sparse.
+#[utoipa::path(post, path = "/", operation_id = "root", tag = "Text Embeddings Inference", request_body = EmbedSparseRequest,
+    responses((status = 200, description = "As /embed_sparse", body = Vec<Vec<SparseValue>>), Errors))]
+pub async fn root_embed_sparse(
+    state: AppState,
+    body: Result<Json<EmbedSparseRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    embed_sparse(state, body).await
 }
 
 /// POST / on a classifier: /predict.
@@ -108,6 +122,7 @@ pub async fn embed(
         .validation
         .check_options(App::truncate_left(request.truncation_direction), request.prompt_name.as_deref())
         .map_err(|e| app.fail(e))?;
+    app.infer.check_normalize(request.normalize).map_err(|e| app.fail(e))?;
     let (items, batch) = request.inputs.into_items();
     let truncate = request.truncate.unwrap_or(app.infer.auto_truncate);
     let done = app.infer.infer(items, batch, Task::Embed { prompt }, truncate).await?;
@@ -175,6 +190,7 @@ pub async fn openai_embeddings(
     let Json(request) = body.map_err(|e| app.rejected(e))?;
     let prompt =
         app.infer.validation.check_options(false, request.prompt_name.as_deref()).map_err(|e| app.fail(e))?;
+    app.infer.check_normalize(true).map_err(|e| app.fail(e))?;
     let (items, batch) = request.input.into_items();
     let done = app.infer.infer(items, batch, Task::Embed { prompt }, app.infer.auto_truncate).await?;
     let mut data = Vec::with_capacity(done.outputs.len());
@@ -307,6 +323,39 @@ pub async fn embed_all(
             return Err(app.fail(InferError::backend("expected token embeddings")));
         };
         all.push(tokens);
+    }
+    Ok((headers(&done), Json(all)).into_response())
+}
+
+/// TEI's /embed_sparse: each input's SPLADE weights, the vocabulary entries above zero by
+/// increasing index (424 unless the model was loaded with `--pooling splade`).
+#[utoipa::path(post, path = "/embed_sparse", tag = "Text Embeddings Inference", request_body = EmbedSparseRequest,
+    responses((status = 200, description = "One sparse embedding per input", body = Vec<Vec<SparseValue>>), Errors))]
+pub async fn embed_sparse(
+    State(app): AppState,
+    body: Result<Json<EmbedSparseRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(request) = body.map_err(|e| app.rejected(e))?;
+    let prompt = app
+        .infer
+        .validation
+        .check_options(App::truncate_left(request.truncation_direction), request.prompt_name.as_deref())
+        .map_err(|e| app.fail(e))?;
+    if prompt.is_some() {
+        return Err(app.fail(InferError::Validation(
+            "Input validation error: `prompt_name` is not supported on /embed_sparse".into(),
+        )));
+    }
+    let (items, batch) = request.inputs.into_items();
+    let truncate = request.truncate.unwrap_or(app.infer.auto_truncate);
+    let done = app.infer.infer(items, batch, Task::EmbedSparse, truncate).await?;
+    let mut all = Vec::with_capacity(done.outputs.len());
+    for output in &done.outputs {
+        let Value::Sparse(sparse) = &output.value else {
+            return Err(app.fail(InferError::backend("expected a sparse embedding")));
+        };
+        let values = sparse.indices.iter().zip(&sparse.values);
+        all.push(values.map(|(&i, &value)| SparseValue { index: i as usize, value }).collect::<Vec<_>>());
     }
     Ok((headers(&done), Json(all)).into_response())
 }

@@ -32,6 +32,7 @@ use crate::infer::inference::Kind;
         handlers::rerank,
         handlers::similarity,
         handlers::embed_all,
+        handlers::embed_sparse,
         handlers::tokenize,
         handlers::decode,
         handlers::health,
@@ -61,15 +62,44 @@ struct RerankerRoot;
 #[openapi(paths(handlers::root_embed))]
 struct EmbeddingRoot;
 
-/// The OpenAPI document of every route the router serves, for the loaded model: `POST /` takes
-/// and answers what the model's own route does.
+/// POST / on a SPLADE model.
+#[derive(OpenApi)]
+#[openapi(paths(handlers::root_embed_sparse))]
+struct SpladeRoot;
+
+/// The OpenAPI document of the loaded model: the operations it serves, and `POST /` taking and
+/// answering what the model's own route does. A route the model does not serve still answers, as
+/// TEI's does (424), but is not listed: a generated client, the Swagger page and a checker see
+/// only operations that can succeed.
 pub fn openapi(kind: Kind) -> utoipa::openapi::OpenApi {
     let root = match kind {
         Kind::Classifier => ClassifierRoot::openapi(),
         Kind::Reranker => RerankerRoot::openapi(),
         Kind::Embedding => EmbeddingRoot::openapi(),
+        Kind::Splade => SpladeRoot::openapi(),
     };
-    ApiDoc::openapi().merge_from(root)
+    let mut document = ApiDoc::openapi().merge_from(root);
+    document.paths.paths.retain(|path, _| serves(kind, path));
+    document
+}
+
+/// Whether the loaded model serves the route at `path`. Every model embeds (a classifier and a
+/// cross-encoder through their encoder); a SPLADE model sparsely, and densely only unnormalised:
+/// its /embed answers only with `"normalize": false`, which the document cannot state, and
+/// OpenAI's route always normalises. Its /similarity compares the dense vectors.
+fn serves(kind: Kind, path: &str) -> bool {
+    match path {
+        "/predict" => matches!(kind, Kind::Classifier | Kind::Reranker),
+        "/rerank" => kind == Kind::Reranker,
+        "/embed_sparse" => kind == Kind::Splade,
+        "/embed" | "/embed_all" | "/v1/embeddings" | "/embeddings" => kind != Kind::Splade,
+        _ => true,
+    }
+}
+
+/// /metrics alone, for `--prometheus-port`.
+pub fn metrics_router(app: Arc<App>) -> Router {
+    Router::new().route("/metrics", get(handlers::metrics)).with_state(app)
 }
 
 pub fn router(app: Arc<App>, guard: Guard) -> Router {
@@ -80,6 +110,7 @@ pub fn router(app: Arc<App>, guard: Guard) -> Router {
         .route("/", post(handlers::root).get(handlers::root_health))
         .route("/embed", post(handlers::embed))
         .route("/embed_all", post(handlers::embed_all))
+        .route("/embed_sparse", post(handlers::embed_sparse))
         .route("/predict", post(handlers::predict))
         .route("/rerank", post(handlers::rerank))
         .route("/similarity", post(handlers::similarity))

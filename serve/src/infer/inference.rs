@@ -15,6 +15,8 @@ use super::validation::{Item, Validation};
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Embedding,
+    /// A masked LM with SPLADE pooling (`--pooling splade`): /embed_sparse.
+    Splade,
     Classifier,
     /// A classifier of one label: /rerank, and /predict too.
     Reranker,
@@ -85,7 +87,9 @@ impl Infer {
         let method = if batch { "method=\"batch\"" } else { "method=\"single\"" };
         self.metrics.inc("te_request_count", method);
         let (count, success, prefix) = match task {
-            Task::Embed { .. } | Task::EmbedAll => ("te_embed_count", "te_embed_success", "te_embed"),
+            Task::Embed { .. } | Task::EmbedAll | Task::EmbedSparse => {
+                ("te_embed_count", "te_embed_success", "te_embed")
+            }
             Task::Predict | Task::Rerank { .. } => ("te_predict_count", "te_predict_success", "te_predict"),
         };
         if items.is_empty() {
@@ -107,13 +111,13 @@ impl Infer {
             })
             .sum();
         // The one tokenization of each input: its checks, its count, and the pipeline's tokens.
-        let prompt = match task {
-            Task::Embed { prompt } => prompt,
-            _ => None,
+        let (prompt, embed) = match task {
+            Task::Embed { prompt } => (prompt, true),
+            _ => (None, false),
         };
         let mut jobs = Vec::with_capacity(items.len());
         for item in items {
-            let encoded = self.validation.encode(&item, truncate, prompt)?;
+            let encoded = self.validation.encode(&item, truncate, prompt, embed)?;
             jobs.push(Job { encoded, task });
         }
         // Only a request the document allows gets this far: the model's kind is checked after the
@@ -171,18 +175,34 @@ impl Infer {
         Ok(Done { outputs, tokens, characters, total, tokenization, compute_type: self.compute_type })
     }
 
-    /// 424 for a task the loaded model does not serve: /predict without a classifier, /rerank
-    /// without a cross-encoder.
+    /// 424 for a task the loaded model does not serve, with TEI's messages: /predict without a
+    /// classifier, /rerank without a cross-encoder, /embed_sparse without SPLADE pooling,
+    /// /embed_all with it.
     pub fn check_kind(&self, task: Task) -> Result<(), InferError> {
         match (task, self.kind) {
-            (Task::Predict, Kind::Embedding) => {
+            (Task::Predict, Kind::Embedding | Kind::Splade) => {
                 Err(InferError::ModelType("Model is not a classifier model".into()))
             }
-            (Task::Rerank { .. }, Kind::Embedding | Kind::Classifier) => {
+            (Task::Rerank { .. }, Kind::Embedding | Kind::Splade | Kind::Classifier) => {
                 Err(InferError::ModelType("model is not a re-ranker model".into()))
+            }
+            (Task::EmbedSparse, Kind::Embedding | Kind::Classifier | Kind::Reranker) => {
+                Err(InferError::ModelType("Model is not an embedding model with SPLADE pooling".into()))
+            }
+            (Task::EmbedAll, Kind::Splade) => {
+                Err(InferError::ModelType("`embed_all` is not available for SPLADE models".into()))
             }
             _ => Ok(()),
         }
+    }
+
+    /// 424 for normalised embeddings of a SPLADE model, as TEI answers: its weights are not
+    /// directions.
+    pub fn check_normalize(&self, normalize: bool) -> Result<(), InferError> {
+        if self.kind == Kind::Splade && normalize {
+            return Err(InferError::ModelType("`normalize` is not available for SPLADE models".into()));
+        }
+        Ok(())
     }
 
     /// True when a forward pass through the queue answers within a minute.
@@ -190,6 +210,7 @@ impl Infer {
         let task = match self.kind {
             Kind::Classifier | Kind::Reranker => Task::Predict,
             Kind::Embedding => Task::Embed { prompt: None },
+            Kind::Splade => Task::EmbedSparse,
         };
         match self.validation.tokenizer.encode("health") {
             Ok(encoded) => {

@@ -7,19 +7,30 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use roformer::{Classification, Encoded, Prompt, Reranker, SentenceEncoder, TextClassifier};
+use roformer::{
+    Classification, Encoded, Prompt, Reranker, SentenceEncoder, SparseEmbedding, SparseEncoder,
+    TextClassifier,
+};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use super::metrics::Metrics;
 
 /// The loaded model. Every model embeds: a classifier or reranker through its own encoder
-/// (shared weights).
+/// (shared weights), a masked LM with SPLADE pooling sparsely.
 pub struct Backend {
-    pub encoder: SentenceEncoder,
+    pub encoder: Embedder,
     /// The encoder's prompt names (sorted), which `Task::Embed`'s prompt indexes: a prompted
     /// input comes tokenized after its prompt's text, and the pooling is told which prompt it was.
     pub prompt_names: Vec<String>,
+    /// What goes before a text to embed that names no prompt (`--default-prompt`); empty for none.
+    pub default_prompt: String,
     pub head: Head,
+}
+
+/// What embeds: pooled hidden states, or SPLADE's vocabulary weights.
+pub enum Embedder {
+    Dense(Box<SentenceEncoder>),
+    Sparse(Box<SparseEncoder>),
 }
 
 pub enum Head {
@@ -36,6 +47,8 @@ pub enum Task {
     },
     /// Every token's last hidden state.
     EmbedAll,
+    /// SPLADE's non-zero vocabulary weights.
+    EmbedSparse,
     Predict,
     /// A (query, text) pair's score.
     Rerank {
@@ -47,6 +60,7 @@ pub enum Value {
     /// Pooled, not normalised: normalising is the request's choice.
     Embedding(Vec<f32>),
     Tokens(Vec<Vec<f32>>),
+    Sparse(SparseEmbedding),
     Classification(Classification),
     Score(f32),
 }
@@ -173,12 +187,12 @@ pub fn work(queue: &Queue, backend: &Backend) {
 
 fn forward(backend: &Backend, task: Task, jobs: &[Job]) -> Result<Vec<Value>, roformer::BoxError> {
     let encodings: Vec<Encoded> = jobs.iter().map(|j| j.encoded.clone()).collect();
-    let encoder = &backend.encoder;
-    Ok(match (task, &backend.head) {
-        (Task::Embed { prompt: None }, _) => {
-            encoder.encode_tokenized(&encodings)?.into_iter().map(Value::Embedding).collect()
+    Ok(match (task, &backend.encoder, &backend.head) {
+        (Task::Embed { prompt: None }, Embedder::Dense(encoder), _) => {
+            let prompt = Prompt::Text(&backend.default_prompt);
+            encoder.encode_tokenized_with(&encodings, prompt)?.into_iter().map(Value::Embedding).collect()
         }
-        (Task::Embed { prompt: Some(p) }, _) => {
+        (Task::Embed { prompt: Some(p) }, Embedder::Dense(encoder), _) => {
             let name = backend.prompt_names.get(p).ok_or("no such prompt")?;
             encoder
                 .encode_tokenized_with(&encodings, Prompt::Named(name))?
@@ -186,19 +200,28 @@ fn forward(backend: &Backend, task: Task, jobs: &[Job]) -> Result<Vec<Value>, ro
                 .map(Value::Embedding)
                 .collect()
         }
-        (Task::EmbedAll, _) => {
+        // SPLADE on /embed: the dense vector over the vocabulary, as TEI gives it.
+        (Task::Embed { .. }, Embedder::Sparse(encoder), _) => encoder
+            .encode_tokenized(&encodings)?
+            .into_iter()
+            .map(|sparse| Value::Embedding(sparse.to_dense(encoder.dim())))
+            .collect(),
+        (Task::EmbedSparse, Embedder::Sparse(encoder), _) => {
+            encoder.encode_tokenized(&encodings)?.into_iter().map(Value::Sparse).collect()
+        }
+        (Task::EmbedAll, Embedder::Dense(encoder), _) => {
             encoder.token_embeddings_tokenized(&encodings)?.into_iter().map(Value::Tokens).collect()
         }
-        (Task::Predict, Head::Classifier(classifier)) => {
+        (Task::Predict, _, Head::Classifier(classifier)) => {
             classifier.classify_tokenized(&encodings)?.into_iter().map(Value::Classification).collect()
         }
-        (Task::Predict, Head::Reranker(reranker)) => reranker
+        (Task::Predict, _, Head::Reranker(reranker)) => reranker
             .classifier()
             .classify_tokenized(&encodings)?
             .into_iter()
             .map(Value::Classification)
             .collect(),
-        (Task::Rerank { raw_scores }, Head::Reranker(reranker)) => {
+        (Task::Rerank { raw_scores }, _, Head::Reranker(reranker)) => {
             let scores = if raw_scores {
                 reranker.predict_raw_tokenized(&encodings)?
             } else {
@@ -207,8 +230,10 @@ fn forward(backend: &Backend, task: Task, jobs: &[Job]) -> Result<Vec<Value>, ro
             scores.into_iter().map(Value::Score).collect()
         }
         // The core checks the model kind before queueing.
-        (Task::Predict, _) => return Err("Model is not a classifier model".into()),
-        (Task::Rerank { .. }, _) => return Err("model is not a re-ranker model".into()),
+        (Task::Predict, ..) => return Err("Model is not a classifier model".into()),
+        (Task::Rerank { .. }, ..) => return Err("model is not a re-ranker model".into()),
+        (Task::EmbedSparse, ..) => return Err("Model is not an embedding model with SPLADE pooling".into()),
+        (Task::EmbedAll, ..) => return Err("`embed_all` is not available for SPLADE models".into()),
     })
 }
 

@@ -25,6 +25,9 @@ pub struct Validation {
     pub prompt_names: Vec<String>,
     /// The text of each prompt of `prompt_names`, which goes before a text given with its name.
     pub prompts: Vec<String>,
+    /// What goes before a text to embed that names no prompt (`--default-prompt-name` or
+    /// `--default-prompt`); empty for none.
+    pub default_prompt: String,
 }
 
 impl Validation {
@@ -68,7 +71,14 @@ impl Validation {
     /// One input, encoded as the pipelines encode it, after the text of `prompt` (an index of
     /// `prompt_names`) when one is named: the one tokenization of the input, whose tokens the
     /// pipeline gets. Too long without truncation is an error; the prompt's tokens count.
-    pub fn encode(&self, item: &Item, truncate: bool, prompt: Option<usize>) -> Result<Encoded, InferError> {
+    /// Tokenizes one input; a text to `embed` gets its prompt, the one named or the default.
+    pub fn encode(
+        &self,
+        item: &Item,
+        truncate: bool,
+        prompt: Option<usize>,
+        embed: bool,
+    ) -> Result<Encoded, InferError> {
         let empty = || InferError::Empty("Input validation error: `inputs` cannot be empty".into());
         let too_long = |n: usize| {
             InferError::Validation(format!(
@@ -100,7 +110,11 @@ impl Validation {
                     return Err(empty());
                 }
                 let text = clip(text)?;
-                let text = match prompt.and_then(|p| self.prompts.get(p)) {
+                let prompt = match prompt {
+                    Some(p) => self.prompts.get(p).map(String::as_str),
+                    None => Some(self.default_prompt.as_str()).filter(|_| embed),
+                };
+                let text = match prompt {
                     Some(prompt) if !prompt.is_empty() => format!("{prompt}{text}"),
                     _ => text,
                 };

@@ -2,8 +2,9 @@
 //! fixture checkpoints: `routes` has TEI's original routes, answers against the library's
 //! pipelines, its error statuses, many clients at once and a graceful SIGTERM; `surface` has the
 //! rest of TEI's surface (rerank, similarity, embed_all, API key, CORS, OpenAPI), admission and
-//! read timeouts.
+//! read timeouts; `flags` the flags and environment variables around them.
 
+mod flags;
 mod openapi;
 mod routes;
 mod surface;

@@ -192,7 +192,8 @@ fn errors_have_tei_statuses_and_bodies() {
     assert_eq!(message, "Input validation error: `inputs` cannot be empty");
     error("/embed", r#"{"inputs": []}"#, 422, "Empty");
     error("/embed", r#"{"inputs": ["a", ""]}"#, 422, "Empty");
-    let message = error("/embed", r#"{"inputs": ["a", "b", "c", "d", "e"]}"#, 413, "Validation");
+    // A batch over --max-client-batch-size: 422, as TEI 1.9 answers (TEI up to 1.8 said 413).
+    let message = error("/embed", r#"{"inputs": ["a", "b", "c", "d", "e"]}"#, 422, "Validation");
     assert_eq!(message, "batch size 5 > maximum allowed batch size 4");
     // Four inputs pass the batch check; on an idle server they take the three permits in turn.
     let (status, text) = server.post("/embed", r#"{"inputs": ["a", "b", "c", "d"]}"#);
@@ -220,11 +221,11 @@ fn errors_have_tei_statuses_and_bodies() {
 
     // OpenAI's route reports errors in OpenAI's shape.
     let (status, text) = server.post("/v1/embeddings", r#"{"input": ["a", "b", "c", "d", "e"]}"#);
-    assert_eq!(status, 413);
+    assert_eq!(status, 422);
     let value: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         value,
-        json!({"message": "batch size 5 > maximum allowed batch size 4", "code": 413, "type": "Validation"})
+        json!({"message": "batch size 5 > maximum allowed batch size 4", "code": 422, "type": "Validation"})
     );
 
     assert_eq!(server.post("/nowhere", "{}").0, 404);
@@ -355,4 +356,72 @@ fn clients_that_disconnect_do_not_stall_the_queue() {
         assert!(std::time::Instant::now() < deadline, "the queue did not drain: {metrics}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn splade_answers_embed_sparse_as_transformers() {
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade.json", model("mlm"))).unwrap())
+            .unwrap();
+    // Without the empty text, which TEI's API refuses.
+    let (texts, want): (Vec<&str>, Vec<&Value>) = want["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .zip(want["sparse"].as_array().unwrap())
+        .filter(|(t, _)| !t.is_empty())
+        .unzip();
+    let server = Server::start(&model("mlm"), &["--pooling", "splade", "--max-client-batch-size", "64"]);
+    let got = server.ok("/embed_sparse", json!({"inputs": texts}));
+    let got = got.as_array().unwrap();
+    assert_eq!(got.len(), texts.len());
+    for ((text, got), want) in texts.iter().zip(got).zip(want) {
+        let (got, want) = (got.as_array().unwrap(), want.as_array().unwrap());
+        assert_eq!(got.len(), want.len(), "{text:?}: the non-zero entries");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g["index"], w[0], "{text:?}");
+            let (g, w) = (g["value"].as_f64().unwrap(), w[1].as_f64().unwrap());
+            assert!((g - w).abs() < 1e-5, "{text:?}: {g} vs {w}");
+        }
+    }
+    // One input, and POST /, answer the same.
+    let one = server.ok("/embed_sparse", json!({"inputs": texts[0]}));
+    assert_eq!(one[0], got[0]);
+    assert_eq!(server.ok("/", json!({"inputs": texts[0]})), one);
+    // /embed gives the dense vector, unnormalised only, as TEI; /embed_all and /predict are 424.
+    let dense = server.ok("/embed", json!({"inputs": texts[0], "normalize": false}));
+    let dense = vector(&dense[0]);
+    assert_eq!(dense.len(), 1131);
+    for entry in got[0].as_array().unwrap() {
+        let (i, v) = (entry["index"].as_u64().unwrap() as usize, entry["value"].as_f64().unwrap() as f32);
+        assert_eq!(dense[i], v);
+    }
+    assert_eq!(dense.iter().filter(|&&v| v != 0.0).count(), got[0].as_array().unwrap().len());
+    for (path, body, message) in [
+        ("/embed", json!({"inputs": "a"}), "`normalize` is not available for SPLADE models"),
+        ("/embed_all", json!({"inputs": "a"}), "`embed_all` is not available for SPLADE models"),
+        ("/predict", json!({"inputs": "a"}), "Model is not a classifier model"),
+        ("/v1/embeddings", json!({"input": "a"}), "`normalize` is not available for SPLADE models"),
+    ] {
+        let (status, text) = server.post(path, &body.to_string());
+        assert_eq!(status, 424, "{path}: {text}");
+        assert!(text.contains(message), "{path}: {text}");
+    }
+    let (status, info) = server.get("/info");
+    assert_eq!(status, 200);
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["model_type"], json!({"embedding": {"pooling": "splade"}}));
+
+    // Elsewhere /embed_sparse is 424; splade needs a masked-LM checkpoint.
+    let classifier = Server::start(&model("cls"), &[]);
+    let (status, text) = classifier.post("/embed_sparse", &json!({"inputs": "a"}).to_string());
+    assert_eq!(status, 424, "{text}");
+    assert!(text.contains("Model is not an embedding model with SPLADE pooling"), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_roformer-serve"))
+        .args(["--model", &model("cls"), "--port", "0", "--pooling", "splade"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("not a ForMaskedLM model"), "{stderr}");
 }
