@@ -134,6 +134,9 @@ impl std::str::FromStr for ServePooling {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "splade" => Ok(ServePooling::Splade),
+            "last-token" | "last_token" => Err(format!(
+                "pooling `{s}` is TEI's for causal models; RoFormer's encoder reads both ways (cls, mean, pooler or splade)"
+            )),
             _ => s
                 .parse()
                 .map(ServePooling::Dense)
