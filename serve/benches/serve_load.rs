@@ -7,7 +7,8 @@
 //! Environment: `SERVE_MODEL` (default models/roformer-sst2), `SERVE_SECONDS` per cell (5),
 //! `SERVE_FLAGS` (more server flags), `SST2_DEV` (GLUE SST-2 dev.tsv; default ../shared/data/glue/SST-2/dev.tsv, else built-in sentences),
 //! `SERVE_ROUTE`: `predict` (the default), `embed`, `embed_all`, or `rerank` (a query and 4 texts; a
-//! cross-encoder's route), and `SERVE_PROMPT`, a prompt name for `embed`.
+//! cross-encoder's route), or, with `--features grpc`, `grpc-embed` (TEI's gRPC `Embed`, the same
+//! request as `embed`, one HTTP/2 connection per client), and `SERVE_PROMPT`, a prompt name for `embed`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -80,8 +81,12 @@ impl Route {
     fn from_env() -> Self {
         let path = std::env::var("SERVE_ROUTE").unwrap_or_else(|_| "predict".into());
         assert!(
-            ["predict", "embed", "embed_all", "rerank"].contains(&path.as_str()),
-            "SERVE_ROUTE={path}: expected predict, embed, embed_all or rerank"
+            ["predict", "embed", "embed_all", "rerank", "grpc-embed"].contains(&path.as_str()),
+            "SERVE_ROUTE={path}: expected predict, embed, embed_all, rerank or grpc-embed"
+        );
+        assert!(
+            path != "grpc-embed" || cfg!(feature = "grpc"),
+            "SERVE_ROUTE=grpc-embed needs `cargo bench -p roformer-serve --features grpc`"
         );
         Self { path, prompt: std::env::var("SERVE_PROMPT").ok() }
     }
@@ -153,9 +158,14 @@ fn run(
     let start = Instant::now();
     let threads: Vec<_> = (0..clients)
         .map(|c| {
-            let (url, sentences, route) =
-                (format!("{base}/{}", route.path), sentences.clone(), route.clone());
+            let url =
+                if route.path == "grpc-embed" { base.to_string() } else { format!("{base}/{}", route.path) };
+            let (sentences, route) = (sentences.clone(), route.clone());
             std::thread::spawn(move || {
+                #[cfg(feature = "grpc")]
+                if route.path == "grpc-embed" {
+                    return grpc_client(&url, &route, &sentences, c, deadline);
+                }
                 let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
                 let mut latencies = Vec::new();
                 let mut i = c * 7919;
@@ -177,4 +187,36 @@ fn run(
     latencies.sort_by(f64::total_cmp);
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
     (latencies.len(), latencies.len() as f64 / elapsed, at(0.5), at(0.99))
+}
+
+#[cfg(feature = "grpc")]
+mod pb {
+    #![allow(clippy::all)]
+    tonic::include_proto!("tei.v1");
+}
+
+/// One gRPC client: `Embed` calls back to back on its own connection until `deadline`; the
+/// latencies in ms.
+#[cfg(feature = "grpc")]
+fn grpc_client(base: &str, route: &Route, sentences: &[String], c: usize, deadline: Instant) -> Vec<f64> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let channel =
+            tonic::transport::Channel::from_shared(base.to_string()).unwrap().connect().await.unwrap();
+        let mut client = pb::embed_client::EmbedClient::new(channel);
+        let mut latencies = Vec::new();
+        let mut i = c * 7919;
+        while Instant::now() < deadline {
+            let request = pb::EmbedRequest {
+                inputs: sentences[i % sentences.len()].clone(),
+                prompt_name: route.prompt.clone(),
+                ..Default::default()
+            };
+            let t = Instant::now();
+            client.embed(request).await.unwrap();
+            latencies.push(t.elapsed().as_secs_f64() * 1e3);
+            i += 1;
+        }
+        latencies
+    })
 }

@@ -18,6 +18,8 @@ use roformer::{
 
 mod api;
 mod args;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod http;
 mod infer;
 mod logs;
@@ -100,7 +102,10 @@ fn run() -> Result<()> {
         if let Some(path) = &args.uds_path {
             log::info!("listening on {}", path.display());
         }
-        let router = http::router::router(app, guard);
+        let router = http::router::router(app.clone(), guard);
+        // TEI's gRPC services beside the HTTP routes (which keep their own middleware).
+        #[cfg(feature = "grpc")]
+        let router = router.merge(grpc::router(app, args.api_key.clone(), args.payload_limit));
         http::listen::serve(listener, unix, router, header_read_timeout, shutdown).await;
         Ok(())
     });

@@ -390,7 +390,7 @@ pub async fn tokenize(
 }
 
 /// TEI's tokens: byte offsets into the text; special tokens with their own text and no offsets.
-fn tokens(tokenizer: &Tokenizer, text: &str, encoded: &Encoded, add_special_tokens: bool) -> Vec<Token> {
+pub fn tokens(tokenizer: &Tokenizer, text: &str, encoded: &Encoded, add_special_tokens: bool) -> Vec<Token> {
     // The library gives char offsets; TEI gives byte offsets.
     let bytes_at: Vec<usize> = text.char_indices().map(|(b, _)| b).chain([text.len()]).collect();
     let byte = |c: usize| bytes_at.get(c).copied().unwrap_or(text.len());

@@ -53,7 +53,8 @@ pub async fn prometheus(host: &str, port: u16, router: Router) {
 }
 
 /// Accepts connections until `shutdown`, then stops accepting and lets every connection finish
-/// the request it has begun.
+/// the request it has begun. With the `grpc` feature, each connection speaks HTTP/1.1 or HTTP/2
+/// (gRPC), as its first bytes say; without it, HTTP/1.1.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     unix: Option<UnixListener>,
@@ -61,37 +62,78 @@ pub async fn serve(
     header_read_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    let http = connections(header_read_timeout);
     let service = hyper_util::service::TowerToHyperService::new(router);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        let connection = tokio::select! {
+        let accepted = tokio::select! {
             accepted = listener.accept() => accepted.map(|(stream, _)| {
                 let _ = stream.set_nodelay(true);
-                graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone())).boxed()
+                spawn(graceful.watch(connection(&http, TokioIo::new(stream), service.clone())));
             }),
             accepted = accept_unix(unix.as_ref()) => accepted.map(|stream| {
-                graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone())).boxed()
+                spawn(graceful.watch(connection(&http, TokioIo::new(stream), service.clone())));
             }),
             _ = &mut shutdown => break,
         };
-        match connection {
-            Ok(connection) => {
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-            }
-            // Out of file descriptors, say: the next accept may succeed.
-            Err(e) => {
-                log::warn!("accepting a connection: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+        // Out of file descriptors, say: the next accept may succeed.
+        if let Err(e) = accepted {
+            log::warn!("accepting a connection: {e}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+fn spawn<T: Send + 'static>(connection: impl Future<Output = T> + Send + 'static) {
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+}
+
+type Service = hyper_util::service::TowerToHyperService<Router>;
+
+#[cfg(not(feature = "grpc"))]
+fn connections(header_read_timeout: Duration) -> hyper::server::conn::http1::Builder {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    http
+}
+
+#[cfg(not(feature = "grpc"))]
+fn connection<I>(
+    http: &hyper::server::conn::http1::Builder,
+    io: I,
+    service: Service,
+) -> hyper::server::conn::http1::Connection<I, Service>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    http.serve_connection(io, service)
+}
+
+#[cfg(feature = "grpc")]
+type Auto = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
+
+#[cfg(feature = "grpc")]
+fn connections(header_read_timeout: Duration) -> Auto {
+    let mut http = Auto::new(hyper_util::rt::TokioExecutor::new());
+    http.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    http
+}
+
+#[cfg(feature = "grpc")]
+fn connection<I>(
+    http: &Auto,
+    io: I,
+    service: Service,
+) -> hyper_util::server::conn::auto::Connection<'static, I, Service, hyper_util::rt::TokioExecutor>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    http.serve_connection(io, service).into_owned()
 }
 
 /// The next connection on the Unix socket; never, without one.
@@ -103,19 +145,11 @@ async fn accept_unix(unix: Option<&UnixListener>) -> std::io::Result<tokio::net:
     }
 }
 
+/// No Unix sockets: never a connection (the stream type is any that would serve).
 #[cfg(not(unix))]
-async fn accept_unix(unix: Option<&UnixListener>) -> std::io::Result<std::convert::Infallible> {
+async fn accept_unix(unix: Option<&UnixListener>) -> std::io::Result<tokio::net::TcpStream> {
     match unix {
         Some(never) => match *never {},
         None => std::future::pending().await,
     }
 }
-
-/// A connection of either kind, as one future.
-trait Boxed: Future<Output = Result<(), hyper::Error>> + Send + 'static + Sized {
-    fn boxed(self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>> {
-        Box::pin(self)
-    }
-}
-
-impl<F: Future<Output = Result<(), hyper::Error>> + Send + 'static> Boxed for F {}

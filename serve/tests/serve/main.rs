@@ -2,9 +2,12 @@
 //! fixture checkpoints: `routes` has TEI's original routes, answers against the library's
 //! pipelines, its error statuses, many clients at once and a graceful SIGTERM; `surface` has the
 //! rest of TEI's surface (rerank, similarity, embed_all, API key, CORS, OpenAPI), admission and
-//! read timeouts; `flags` the flags and environment variables around them.
+//! read timeouts; `flags` the flags and environment variables around them; `grpc` (feature `grpc`)
+//! TEI's gRPC API through a client generated from its proto.
 
 mod flags;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod openapi;
 mod routes;
 mod surface;
