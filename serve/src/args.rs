@@ -43,7 +43,8 @@ pub struct Args {
     /// nothing.
     #[arg(long, env = "DISABLE_SPANS", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub disable_spans: bool,
-    /// TEI's OpenTelemetry export (OTLP over gRPC): not built into this server, so refused.
+    /// Export a trace span per request, with one per phase (tokenization, queue, inference), as
+    /// OTLP over gRPC to this endpoint, e.g. `http://127.0.0.1:4317` (feature `otlp`).
     #[arg(long, env = "OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
     /// The service name of OTLP's spans (only with --otlp-endpoint).
@@ -192,11 +193,13 @@ impl Args {
                  Dense modules it applies; point --model at a folder whose modules.json names the one you want"
             );
         }
+        #[cfg(not(feature = "otlp"))]
         if let Some(endpoint) = &self.otlp_endpoint {
             bail!(
-                "--otlp-endpoint {endpoint}: OpenTelemetry export is not built into roformer-serve; the \
-                 request phases' timings are on /metrics (te_request_tokenization_duration, \
-                 te_request_queue_duration, te_request_inference_duration) and in each answer's x-*-time headers"
+                "--otlp-endpoint {endpoint}: this roformer-serve was built without OpenTelemetry export \
+                 (`cargo install roformer-serve --features otlp`); the request phases' timings are on /metrics \
+                 (te_request_tokenization_duration, te_request_queue_duration, te_request_inference_duration) \
+                 and in each answer's x-*-time headers"
             );
         }
         Ok(())

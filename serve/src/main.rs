@@ -1,7 +1,10 @@
-//! An HTTP server with text-embeddings-inference's API (TEI 1.9): /embed, /embed_all, /predict,
-//! /rerank, /similarity, /v1/embeddings (OpenAI), /tokenize, /decode, POST /, /health, /info,
-//! /metrics, and the OpenAPI document at /api-doc/openapi.json (Swagger UI at /docs), with
-//! dynamic batching by token budget on a dedicated inference thread.
+//! An HTTP server with text-embeddings-inference's API (TEI 1.9): /embed, /embed_all,
+//! /embed_sparse, /predict, /rerank, /similarity, /v1/embeddings (OpenAI), /tokenize, /decode,
+//! POST /, /health, /info, /metrics, and the loaded model's OpenAPI document at
+//! /api-doc/openapi.json (Swagger UI at /docs), with dynamic batching by token budget on a
+//! dedicated inference thread; TEI's gRPC API beside it (feature `grpc`), OTLP traces (feature
+//! `otlp`). `args` reads the flags, `logs` writes the log lines, `http` and `grpc` answer, `infer`
+//! is the core both share, `otlp` exports its spans.
 //!
 //! `cargo run --release -p roformer-serve -- --model models/roformer-sst2 --port 8080`, or
 //! `cargo install --path serve` and `roformer-serve --model ...`.
@@ -23,6 +26,8 @@ mod grpc;
 mod http;
 mod infer;
 mod logs;
+#[cfg(feature = "otlp")]
+mod otlp;
 
 use args::{Args, ServePooling};
 
@@ -62,7 +67,18 @@ fn run() -> Result<()> {
         body_read_timeout: seconds("--body-read-timeout", args.body_read_timeout)?,
     };
     let metrics = Arc::new(Metrics::default());
-    let (backend, app) = load(&args, metrics.clone())?;
+    // Trace export: the sink the core records into now, its export loop on the runtime below.
+    #[cfg(feature = "otlp")]
+    let (spans, export) = match &args.otlp_endpoint {
+        Some(endpoint) => {
+            let (sink, export) = otlp::exporter(endpoint, &args.otlp_service_name)?;
+            (Some(sink), Some(export))
+        }
+        None => (None, None),
+    };
+    #[cfg(not(feature = "otlp"))]
+    let spans = None;
+    let (backend, app) = load(&args, metrics.clone(), spans)?;
     let queue = app.infer.queue.clone();
     let worker = std::thread::Builder::new()
         .name("roformer-batcher".into())
@@ -82,6 +98,10 @@ fn run() -> Result<()> {
         // Signal handlers go in before the address is printed: a SIGTERM sent the moment a
         // client sees it must already mean "shut down gracefully".
         let shutdown = shutdown_signal()?;
+        #[cfg(feature = "otlp")]
+        if let Some(export) = export {
+            tokio::spawn(export);
+        }
         let listener = tokio::net::TcpListener::bind((host.as_str(), args.port))
             .await
             .with_context(|| format!("binding {host}:{}", args.port))?;
@@ -120,7 +140,11 @@ fn run() -> Result<()> {
 
 /// Loads the checkpoint: a sequence classifier serves /predict and embeds through its encoder;
 /// any other checkpoint embeds.
-fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
+fn load(
+    args: &Args,
+    metrics: Arc<Metrics>,
+    spans: Option<infer::inference::SpanSink>,
+) -> Result<(Backend, Arc<App>)> {
     // Embeddings come back unnormalised: each request says whether to normalise.
     let mut options = args.run.options()?.with_normalize(false);
     if let Some(ServePooling::Dense(pooling)) = args.pooling {
@@ -283,6 +307,7 @@ fn load(args: &Args, metrics: Arc<Metrics>) -> Result<(Backend, Arc<App>)> {
         queue: Arc::new(Queue::new(limits, metrics.clone())),
         permits: Arc::new(tokio::sync::Semaphore::new(args.max_concurrent_requests)),
         metrics,
+        spans,
     };
     let app = App { infer, served_model_name, info };
     Ok((backend, Arc::new(app)))

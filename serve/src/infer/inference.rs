@@ -28,6 +28,26 @@ pub struct Scored {
     pub score: f32,
 }
 
+/// One answered request's phases, for trace export (`--otlp-endpoint`, feature `otlp`, whose
+/// exporter reads them).
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+pub struct Phases {
+    /// The task's name: `embed`, `embed_all`, `embed_sparse`, `predict` or `rerank`.
+    pub task: &'static str,
+    pub start: std::time::SystemTime,
+    pub tokenization: Duration,
+    /// Per input, averaged over the request's.
+    pub queue: Duration,
+    /// Per input, averaged over the request's.
+    pub inference: Duration,
+    pub total: Duration,
+    pub inputs: usize,
+    pub tokens: usize,
+}
+
+/// Where answered requests' phases go: the OTLP exporter.
+pub type SpanSink = Arc<dyn Fn(Phases) + Send + Sync>;
+
 pub struct Infer {
     pub kind: Kind,
     pub validation: Validation,
@@ -39,6 +59,8 @@ pub struct Infer {
     pub queue: Arc<Queue>,
     pub permits: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
+    /// Each answered request's phases, when traces are exported.
+    pub spans: Option<SpanSink>,
 }
 
 /// The answers of one request, with what its headers and metrics report.
@@ -84,6 +106,7 @@ impl Infer {
         truncate: bool,
     ) -> Result<Done, InferError> {
         let start = Instant::now();
+        let started = std::time::SystemTime::now();
         let method = if batch { "method=\"batch\"" } else { "method=\"single\"" };
         self.metrics.inc("te_request_count", method);
         let (count, success, prefix) = match task {
@@ -171,6 +194,18 @@ impl Infer {
             m.observe(duration, (tokenization / n + o.queue_time + o.inference_time).as_secs_f64());
             m.observe(queue, o.queue_time.as_secs_f64());
             m.observe(inference, o.inference_time.as_secs_f64());
+        }
+        if let Some(sink) = &self.spans {
+            let task = match task {
+                Task::Embed { .. } => "embed",
+                Task::EmbedAll => "embed_all",
+                Task::EmbedSparse => "embed_sparse",
+                Task::Predict => "predict",
+                Task::Rerank { .. } => "rerank",
+            };
+            let (queue, inference) = (queue / n, inference / n);
+            let inputs = outputs.len();
+            sink(Phases { task, start: started, tokenization, queue, inference, total, inputs, tokens });
         }
         Ok(Done { outputs, tokens, characters, total, tokenization, compute_type: self.compute_type })
     }

@@ -217,12 +217,12 @@ fn a_default_prompt_goes_before_texts_that_name_none() {
 
 #[test]
 fn tei_flags_without_a_meaning_here_are_refused_by_name() {
+    // --otlp-endpoint is refused only where the feature that exports is off.
+    let otlp = (&["--otlp-endpoint", "http://127.0.0.1:4317"][..], "built without OpenTelemetry export");
+    let dense = (&["--dense-path", "2_Dense_1024"][..], "--dense-path 2_Dense_1024: not supported");
     for (flags, message) in [
-        (&["--dense-path", "2_Dense_1024"][..], "--dense-path 2_Dense_1024: not supported"),
-        (
-            &["--otlp-endpoint", "http://127.0.0.1:4317"][..],
-            "OpenTelemetry export is not built into roformer-serve",
-        ),
+        dense,
+        if cfg!(feature = "otlp") { dense } else { otlp },
         (&["--default-prompt-name", "query", "--default-prompt", "q: "][..], "cannot be used with"),
         (&["--pooling", "splade"][..], "not a ForMaskedLM model"),
         (&["--dtype", "float64"][..], "unknown dtype `float64`"),

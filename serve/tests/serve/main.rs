@@ -9,6 +9,8 @@ mod flags;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod openapi;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod routes;
 mod surface;
 
