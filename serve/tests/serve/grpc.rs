@@ -248,6 +248,15 @@ async fn bad_input_gets_tei_s_codes_and_the_server_serves_on() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    // Too many inputs (three texts over --max-client-batch-size 2): invalid argument, checked
+    // before the model's kind, as over HTTP.
+    let texts = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+    let status = RerankClient::new(channel.clone())
+        .rerank(keyed(pb::RerankRequest { query: "q".into(), texts, ..Default::default() }))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("batch size 3 > maximum allowed batch size 2"), "{status:?}");
     // And it still serves, over gRPC and HTTP.
     let again = embed.embed(keyed(pb::EmbedRequest { inputs: "a".into(), ..Default::default() })).await;
     assert!(again.is_ok(), "{again:?}");
