@@ -62,8 +62,11 @@ pub struct Args {
     #[arg(long, env = "DENSE_PATH")]
     pub dense_path: Option<String>,
     /// Hub access token (default: `HF_TOKEN`, then the token file of `huggingface-cli login`).
-    #[arg(long, alias = "hf-api-token", env = "HF_TOKEN")]
+    #[arg(long, env = "HF_TOKEN", conflicts_with = "hf_api_token")]
     pub hf_token: Option<String>,
+    /// TEI's deprecated spelling of --hf-token.
+    #[arg(long, env = "HF_API_TOKEN", hide = true)]
+    pub hf_api_token: Option<String>,
     /// The Hub cache folder (default: `HF_HUB_CACHE`, else `HF_HOME/hub`).
     #[arg(long, env = "HUGGINGFACE_HUB_CACHE")]
     pub huggingface_hub_cache: Option<std::path::PathBuf>,

@@ -150,7 +150,7 @@ fn load(
     if let Some(ServePooling::Dense(pooling)) = args.pooling {
         options = options.with_pooling(pooling);
     }
-    if let Some(token) = &args.hf_token {
+    if let Some(token) = args.hf_token.as_ref().or(args.hf_api_token.as_ref()) {
         options.hub.token = Some(token.clone());
     }
     if let Some(cache) = &args.huggingface_hub_cache {
