@@ -113,11 +113,8 @@ where
 {
     let service = service.clone();
     let answers = requests.into_inner().then(move |request| {
-        let (service, answer) = (service.clone(), request.map(|r| answer(service.clone(), r)));
-        async move {
-            let _ = &service;
-            answer?.await
-        }
+        let answer = request.map(|r| answer(service.clone(), r));
+        async move { answer?.await }
     });
     Response::new(Box::pin(answers))
 }
@@ -174,13 +171,8 @@ impl Grpc {
 
     /// Checks the options of a call that takes no prompt, as the HTTP routes do.
     fn no_prompt(&self, direction: i32, prompt_name: Option<&str>, call: &str) -> Result<(), Status> {
-        let prompt = self.app.infer.validation.check_options(left(direction), prompt_name);
-        match prompt.map_err(|e| self.fail(e))? {
-            Some(_) => Err(self.fail(InferError::Validation(format!(
-                "Input validation error: `prompt_name` is not supported on {call}"
-            )))),
-            None => Ok(()),
-        }
+        let check = self.app.infer.validation.check_no_prompt(left(direction), prompt_name, call);
+        check.map_err(|e| self.fail(e))
     }
 
     async fn predict_one(
@@ -226,15 +218,15 @@ impl Grpc {
         infer.validation.check_options(left(direction), None).map_err(|e| self.fail(e))?;
         let items = texts.iter().map(|t| Item::Pair(query.clone(), t.clone())).collect();
         let done = infer.infer(items, true, Task::Rerank { raw_scores }, truncate).await.map_err(status)?;
-        let mut ranks = Vec::with_capacity(texts.len());
-        for (index, output) in done.outputs.iter().enumerate() {
-            let Value::Score(score) = output.value else {
-                return Err(self.fail(InferError::backend("expected a score")));
-            };
-            let text = return_text.then(|| texts[index].clone());
-            ranks.push(pb::Rank { index: index as u32, text, score });
-        }
-        ranks.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let ranks = inference::ranks(&done)
+            .map_err(|e| self.fail(e))?
+            .into_iter()
+            .map(|(index, score)| pb::Rank {
+                index: index as u32,
+                text: return_text.then(|| texts[index].clone()),
+                score,
+            })
+            .collect();
         Ok(pb::RerankResponse { ranks, metadata: Some(metadata(&done)) })
     }
 

@@ -230,10 +230,15 @@ fn load(
             };
             (encoder.tokenizer().clone(), encoder.max_length(), encoder.dim(), names, texts, default)
         }
-        Embedder::Sparse(sparse) => {
-            let none = (Vec::new(), Vec::new(), String::new());
-            (sparse.tokenizer().clone(), sparse.max_length(), sparse.dim(), none.0, none.1, none.2)
-        }
+        // No prompts: the flags that set one were refused above.
+        Embedder::Sparse(sparse) => (
+            sparse.tokenizer().clone(),
+            sparse.max_length(),
+            sparse.dim(),
+            Vec::new(),
+            Vec::new(),
+            String::new(),
+        ),
     };
     let backend =
         Backend { encoder, prompt_names: prompt_names.clone(), default_prompt: default_prompt.clone(), head };

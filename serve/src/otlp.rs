@@ -1,8 +1,8 @@
 //! OpenTelemetry trace export (`--otlp-endpoint`, feature `otlp`): one span per request, named after
 //! its task (`embed`, `predict`, ...), with a child span per phase (`tokenization`, `queue`,
-//! `inference`), sent as OTLP over gRPC, as TEI sends its own. Spans are batched by a task on the
-//! server's runtime and exported every 500 ms; an unreachable collector is reported, once per
-//! failure streak, and never slows a request.
+//! `inference`), sent as OTLP over gRPC, as TEI sends its own. A task on the server's runtime
+//! exports them: each export carries what has queued up since the last one began. An unreachable
+//! collector is reported, once per failure streak, and never slows a request.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,22 +40,17 @@ async fn export(
 ) {
     // Connected on first use, and again after a failure: a collector that starts later is found.
     let mut client = TraceServiceClient::new(channel.connect_lazy());
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut spans = Vec::new();
     let mut failing = false;
-    loop {
-        tokio::select! {
-            phases = rx.recv() => match phases {
-                Some(phases) => spans.extend(request_spans(&phases)),
-                None => break,
-            },
-            _ = tick.tick() => {}
+    // Each export takes what has queued up meanwhile (up to 512 requests' spans).
+    while let Some(phases) = rx.recv().await {
+        let mut spans = request_spans(&phases);
+        for _ in 1..512 {
+            match rx.try_recv() {
+                Ok(phases) => spans.extend(request_spans(&phases)),
+                Err(_) => break,
+            }
         }
-        if spans.is_empty() || (spans.len() < 512 && !rx.is_empty()) {
-            continue;
-        }
-        let request = batch(&service_name, std::mem::take(&mut spans));
-        match client.export(request).await {
+        match client.export(batch(&service_name, spans)).await {
             Ok(_) => failing = false,
             Err(status) if !failing => {
                 failing = true;

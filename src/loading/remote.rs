@@ -44,14 +44,14 @@ impl ModelFiles {
     /// # #[cfg(not(feature = "bundled-sst2"))]
     /// # fn main() {}
     /// ```
-    pub async fn from_fetch<F, Fut, B>(name: impl Into<PathBuf>, fetch: F) -> Result<Self>
+    pub async fn from_fetch<F, Fut, B>(name: impl Into<PathBuf>, mut fetch: F) -> Result<Self>
     where
         F: FnMut(String) -> Fut,
         Fut: Future<Output = Result<Option<B>>>,
         B: Into<FileBytes>,
     {
         let root = name.into();
-        let mut fetch = fetch;
+        // Each body as `FileBytes`, whatever the caller's fetch gives.
         let mut fetch = move |name: String| {
             let fetched = fetch(name);
             async move { fetched.await.map(|body| body.map(Into::into)) }

@@ -247,18 +247,15 @@ pub async fn rerank(
     let truncate = request.truncate.unwrap_or(app.infer.auto_truncate);
     let task = Task::Rerank { raw_scores: request.raw_scores };
     let done = app.infer.infer(items, true, task, truncate).await?;
-    let mut ranks = Vec::with_capacity(done.outputs.len());
-    for (index, output) in done.outputs.iter().enumerate() {
-        let Value::Score(score) = output.value else {
-            return Err(app.fail(InferError::backend("expected a score")));
-        };
-        if score.is_nan() {
-            return Err(app.fail(InferError::backend("score is NaN")));
-        }
-        let text = request.return_text.then(|| request.texts[index].clone());
-        ranks.push(Rank { index, text, score });
-    }
-    ranks.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let ranks: Vec<Rank> = inference::ranks(&done)
+        .map_err(|e| app.fail(e))?
+        .into_iter()
+        .map(|(index, score)| Rank {
+            index,
+            text: request.return_text.then(|| request.texts[index].clone()),
+            score,
+        })
+        .collect();
     Ok((headers(&done), Json(ranks)).into_response())
 }
 
@@ -304,16 +301,9 @@ pub async fn embed_all(
     body: Result<Json<EmbedAllRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(request) = body.map_err(|e| app.rejected(e))?;
-    let prompt = app
-        .infer
-        .validation
-        .check_options(App::truncate_left(request.truncation_direction), request.prompt_name.as_deref())
-        .map_err(|e| app.fail(e))?;
-    if prompt.is_some() {
-        return Err(app.fail(InferError::Validation(
-            "Input validation error: `prompt_name` is not supported on /embed_all".into(),
-        )));
-    }
+    let left = App::truncate_left(request.truncation_direction);
+    let prompt_name = request.prompt_name.as_deref();
+    app.infer.validation.check_no_prompt(left, prompt_name, "/embed_all").map_err(|e| app.fail(e))?;
     let (items, batch) = request.inputs.into_items();
     let truncate = request.truncate.unwrap_or(app.infer.auto_truncate);
     let done = app.infer.infer(items, batch, Task::EmbedAll, truncate).await?;
@@ -336,16 +326,9 @@ pub async fn embed_sparse(
     body: Result<Json<EmbedSparseRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(request) = body.map_err(|e| app.rejected(e))?;
-    let prompt = app
-        .infer
-        .validation
-        .check_options(App::truncate_left(request.truncation_direction), request.prompt_name.as_deref())
-        .map_err(|e| app.fail(e))?;
-    if prompt.is_some() {
-        return Err(app.fail(InferError::Validation(
-            "Input validation error: `prompt_name` is not supported on /embed_sparse".into(),
-        )));
-    }
+    let left = App::truncate_left(request.truncation_direction);
+    let prompt_name = request.prompt_name.as_deref();
+    app.infer.validation.check_no_prompt(left, prompt_name, "/embed_sparse").map_err(|e| app.fail(e))?;
     let (items, batch) = request.inputs.into_items();
     let truncate = request.truncate.unwrap_or(app.infer.auto_truncate);
     let done = app.infer.infer(items, batch, Task::EmbedSparse, truncate).await?;

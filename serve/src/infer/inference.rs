@@ -287,6 +287,23 @@ pub fn embedding(
     Ok(v)
 }
 
+/// A rerank's texts as (index, score), best first; texts of equal score keep their order, as
+/// `Reranker::rank`.
+pub fn ranks(done: &Done) -> Result<Vec<(usize, f32)>, InferError> {
+    let mut ranks = done
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(index, output)| match output.value {
+            Value::Score(score) if score.is_nan() => Err(InferError::backend("score is NaN")),
+            Value::Score(score) => Ok((index, score)),
+            _ => Err(InferError::backend("expected a score")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    ranks.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ok(ranks)
+}
+
 /// Every label with its score, best first (ascending sort then reversed, as TEI).
 pub fn predictions(output: &Output, labels: &[String], raw_scores: bool) -> Result<Vec<Scored>, InferError> {
     let Value::Classification(c) = &output.value else {

@@ -56,6 +56,22 @@ impl Validation {
         }
     }
 
+    /// [`Validation::check_options`] for a call that takes no prompt (`call` names it): a
+    /// `prompt_name` it would ignore is refused.
+    pub fn check_no_prompt(
+        &self,
+        truncate_left: bool,
+        prompt_name: Option<&str>,
+        call: &str,
+    ) -> Result<(), InferError> {
+        match self.check_options(truncate_left, prompt_name)? {
+            Some(_) => Err(InferError::Validation(format!(
+                "Input validation error: `prompt_name` is not supported on {call}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     pub fn check_batch(&self, n: usize) -> Result<(), InferError> {
         if n > self.max_client_batch_size {
             return Err(InferError::BatchSize { size: n, max: self.max_client_batch_size });
