@@ -4,12 +4,13 @@
 
 use candle_core::{DType, Device, Tensor};
 use roformer::{
-    load_dir, Checkpoint, Config, Encoded, FillMask, Inputs, Pooling, RoFormerForMaskedLM,
+    load_dir, Checkpoint, Config, Encoded, FillMask, Inputs, Pooling, Quantization, RoFormerForMaskedLM,
     RoFormerForSequenceClassification, RoFormerForTokenClassification, RoFormerModel, RopeScaling,
     SentenceEncoder,
 };
 use serde_json::Value;
 
+use crate::model_parity::{check, load, precisions};
 use crate::support::{assert_close, device, model_fixture, on_device, Reference};
 
 fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
@@ -23,40 +24,52 @@ fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
 #[test]
 fn v2_encoder_matches_junnyus_code_path() {
     let reference = Reference::load("v2_base");
-    let model: RoFormerModel = load_dir(model_fixture("v2_base"), DType::F32, device()).unwrap();
-    assert_eq!(model.config().norm_type(), roformer::NormType::RmsNorm);
-    assert!(!model.config().use_bias());
-    for case in reference.cases() {
-        let states = model.forward_hidden_states(inputs(&reference, &case)).unwrap();
-        for (i, state) in states.iter().enumerate() {
-            let want = reference.tensor(&format!("{case}.hidden_states.{i}"));
-            assert_close(&format!("v2 {case} hidden_states.{i}"), state, want);
+    for precision in precisions() {
+        let model: RoFormerModel = load("v2_base", precision);
+        assert_eq!(model.config().norm_type(), roformer::NormType::RmsNorm);
+        assert!(!model.config().use_bias());
+        for case in reference.cases() {
+            let states = model.forward_hidden_states(inputs(&reference, &case)).unwrap();
+            // The embeddings (state 0) are f32 in every precision.
+            for (i, state) in states.iter().enumerate().skip(usize::from(precision != Quantization::None)) {
+                let want = reference.tensor(&format!("{case}.hidden_states.{i}"));
+                check(&format!("v2 {case} hidden_states.{i}"), precision, state, want);
+            }
         }
     }
 }
 
 #[test]
 fn v2_heads_match_junnyus_code_path() {
-    let dev = device();
-    let reference = Reference::load("v2_mlm");
-    let mlm: RoFormerForMaskedLM = load_dir(model_fixture("v2_mlm"), DType::F32, dev).unwrap();
-    for case in reference.cases() {
-        let logits = mlm.forward(inputs(&reference, &case)).unwrap();
-        assert_close(&format!("v2 mlm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
-    }
-    let reference = Reference::load("v2_seqcls");
-    let seqcls: RoFormerForSequenceClassification =
-        load_dir(model_fixture("v2_seqcls"), DType::F32, dev).unwrap();
-    for case in reference.cases() {
-        let logits = seqcls.forward(inputs(&reference, &case)).unwrap();
-        assert_close(&format!("v2 seqcls {case}"), &logits, reference.tensor(&format!("{case}.logits")));
-    }
-    let reference = Reference::load("v2_tokcls");
-    let tokcls: RoFormerForTokenClassification =
-        load_dir(model_fixture("v2_tokcls"), DType::F32, dev).unwrap();
-    for case in reference.cases() {
-        let logits = tokcls.forward(inputs(&reference, &case)).unwrap();
-        assert_close(&format!("v2 tokcls {case}"), &logits, reference.tensor(&format!("{case}.logits")));
+    for precision in precisions() {
+        let reference = Reference::load("v2_mlm");
+        let mlm: RoFormerForMaskedLM = load("v2_mlm", precision);
+        for case in reference.cases() {
+            let logits = mlm.forward(inputs(&reference, &case)).unwrap();
+            check(&format!("v2 mlm {case}"), precision, &logits, reference.tensor(&format!("{case}.logits")));
+        }
+        let reference = Reference::load("v2_seqcls");
+        let seqcls: RoFormerForSequenceClassification = load("v2_seqcls", precision);
+        for case in reference.cases() {
+            let logits = seqcls.forward(inputs(&reference, &case)).unwrap();
+            check(
+                &format!("v2 seqcls {case}"),
+                precision,
+                &logits,
+                reference.tensor(&format!("{case}.logits")),
+            );
+        }
+        let reference = Reference::load("v2_tokcls");
+        let tokcls: RoFormerForTokenClassification = load("v2_tokcls", precision);
+        for case in reference.cases() {
+            let logits = tokcls.forward(inputs(&reference, &case)).unwrap();
+            check(
+                &format!("v2 tokcls {case}"),
+                precision,
+                &logits,
+                reference.tensor(&format!("{case}.logits")),
+            );
+        }
     }
 }
 
@@ -123,6 +136,15 @@ fn base_with(edit: impl FnOnce(&mut Config)) -> RoFormerModel {
     Checkpoint::open(model_fixture("base")).unwrap().load(&config, DType::F32, device()).unwrap()
 }
 
+/// [`base_with`] in `precision`.
+fn base_in(precision: Quantization, edit: impl FnOnce(&mut Config)) -> RoFormerModel {
+    let mut model = base_with(edit);
+    if precision != Quantization::None {
+        model.quantize(precision).unwrap();
+    }
+    model
+}
+
 #[test]
 fn rope_scaling_matches_transformers_rope_functions() {
     let reference = Reference::load_file("base", "rope_scaling.safetensors");
@@ -132,19 +154,22 @@ fn rope_scaling_matches_transformers_rope_functions() {
     .unwrap();
     let max = Config::from_file(model_fixture("base").join("config.json")).unwrap().max_position_embeddings;
     for (name, case) in cases.as_object().unwrap() {
-        // Each case as a config.json would carry it: rope_scaling, or rope_theta alone.
-        let model = base_with(|config| {
-            for (key, value) in case.as_object().unwrap() {
-                if key != "attention_factor" {
-                    config.extra.insert(key.clone(), value.clone());
+        for precision in precisions() {
+            // Each case as a config.json would carry it: rope_scaling, or rope_theta alone.
+            let model = base_in(precision, |config| {
+                for (key, value) in case.as_object().unwrap() {
+                    if key != "attention_factor" {
+                        config.extra.insert(key.clone(), value.clone());
+                    }
                 }
-            }
-            config.validate().unwrap();
-        });
-        let ids = reference.tensor(&format!("{name}.input_ids"));
-        assert!(ids.dim(1).unwrap() > max, "{name} is not longer than max_position_embeddings");
-        let out = model.forward(inputs(&reference, name)).unwrap();
-        assert_close(&format!("rope {name}"), &out, reference.tensor(&format!("{name}.last_hidden_state")));
+                config.validate().unwrap();
+            });
+            let ids = reference.tensor(&format!("{name}.input_ids"));
+            assert!(ids.dim(1).unwrap() > max, "{name} is not longer than max_position_embeddings");
+            let out = model.forward(inputs(&reference, name)).unwrap();
+            let want = reference.tensor(&format!("{name}.last_hidden_state"));
+            check(&format!("rope {name}"), precision, &out, want);
+        }
     }
     // The same through an override, as --rope-scaling and PipelineOptions::with_rope_scaling set it.
     let model = base_with(|config| config.set_rope_scaling(Some("linear:4".parse::<RopeScaling>().unwrap())));

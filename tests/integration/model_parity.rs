@@ -1,13 +1,62 @@
-//! Every output of every model fixture against transformers, in f32: 1e-4 max abs, 1e-5 relative,
-//! on the test device (`ROFORMER_TEST_DEVICE`).
+//! Every output of every model fixture against transformers: in f32 within 1e-4 max abs and 1e-5
+//! relative, on the test device (`ROFORMER_TEST_DEVICE`); and on the CPU in bf16 too, within
+//! [`BF16`]'s bounds.
 
-use crate::support::{assert_close, device, model_fixture, Reference};
+use crate::support::{assert_close, device, diffs, model_fixture, on_cpu, Reference};
 use candle_core::{DType, Module, Tensor};
 use roformer::{
-    load_dir, Inputs, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice,
+    load_dir, Inputs, Quantization, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice,
     RoFormerForQuestionAnswering, RoFormerForSequenceClassification, RoFormerForTokenClassification,
     RoFormerModel, TaskModel,
 };
+
+/// bf16's bounds against transformers' f32 on these fixtures (random weights of std 0.2 to 0.5,
+/// harder on rounding than trained ones): max abs, and relative (‖Δ‖ / ‖reference‖). bf16 keeps 8
+/// bits of mantissa, so about 4e-3 of each input and weight is lost before the f32 sums. Measured
+/// over the 97 outputs checked here and in families.rs (v2, RoPE scaling) (2026-11-26, the 2-core
+/// AMX Xeon), the same at amx, avx512-bf16, avx512-vnni and portable: the worst is the masked LM's
+/// logits on its longest case, 6.2e-1 max abs and 3.2e-2 relative; the other heads' outputs stay
+/// within 2.0e-1 and 2.6e-2, the hidden states within 1.2e-1 and 1.3e-2, v2 and RoPE scaling
+/// within 3.8e-1 and 2.2e-2. The bounds leave about 1.6× the worst.
+pub(crate) const BF16: (f64, f64) = (1.0, 5e-2);
+
+/// The precisions each fixture runs in: f32 everywhere, bf16 on the CPU (the fused engine's).
+pub(crate) fn precisions() -> Vec<Quantization> {
+    if on_cpu() {
+        vec![Quantization::None, Quantization::Bf16]
+    } else {
+        eprintln!("bf16 fixtures skipped on {:?}: bf16 runs on the CPU only", device().location());
+        vec![Quantization::None]
+    }
+}
+
+/// A fixture's model in `precision`.
+pub(crate) fn load<M: TaskModel>(name: &str, precision: Quantization) -> M {
+    let mut model: M = load_dir(model_fixture(name), DType::F32, device()).unwrap();
+    if precision != Quantization::None {
+        model.quantize(precision).unwrap();
+    }
+    model
+}
+
+/// f32 within the project's parity bound; bf16 within [`BF16`], and not exactly (which would mean it
+/// did not run).
+pub(crate) fn check(what: &str, precision: Quantization, ours: &Tensor, reference: &Tensor) {
+    if precision == Quantization::None {
+        return assert_close(what, ours, reference);
+    }
+    let (abs, rel) = diffs(ours, reference);
+    if std::env::var_os("ROFORMER_PRINT_DIFFS").is_some() {
+        eprintln!("{what} {precision}: max abs {abs:.2e}, rel {rel:.2e}");
+    }
+    assert!(rel > 0.0, "{what}: {precision} gave the f32 answers exactly, so it did not run");
+    assert!(
+        abs <= BF16.0 && rel <= BF16.1,
+        "{what} {precision}: max abs {abs:.3e} (bound {}), relative {rel:.3e} (bound {})",
+        BF16.0,
+        BF16.1
+    );
+}
 
 fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
     Inputs {
@@ -19,25 +68,30 @@ fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
 
 fn check_base(folder: &str) {
     let reference = Reference::load("base");
-    let model: RoFormerModel = load_dir(model_fixture(folder), DType::F32, device()).unwrap();
-    let cases = reference.cases();
-    assert_eq!(cases, ["batch", "beyond_max", "longest", "no_mask", "single_token"]);
-    for case in cases {
-        let states = model.forward_hidden_states(inputs(&reference, &case)).unwrap();
-        assert_eq!(states.len(), 3);
-        for (i, state) in states.iter().enumerate() {
-            assert_close(
-                &format!("{folder} {case} hidden_states.{i}"),
-                state,
-                reference.tensor(&format!("{case}.hidden_states.{i}")),
+    for precision in precisions() {
+        let model: RoFormerModel = load(folder, precision);
+        let cases = reference.cases();
+        assert_eq!(cases, ["batch", "beyond_max", "longest", "no_mask", "single_token"]);
+        for case in cases {
+            let states = model.forward_hidden_states(inputs(&reference, &case)).unwrap();
+            assert_eq!(states.len(), 3);
+            // The embeddings (state 0) are f32 in every precision.
+            for (i, state) in states.iter().enumerate().skip(usize::from(precision != Quantization::None)) {
+                check(
+                    &format!("{folder} {case} hidden_states.{i}"),
+                    precision,
+                    state,
+                    reference.tensor(&format!("{case}.hidden_states.{i}")),
+                );
+            }
+            let last = model.forward(inputs(&reference, &case)).unwrap();
+            check(
+                &format!("{folder} {case} last_hidden_state"),
+                precision,
+                &last,
+                reference.tensor(&format!("{case}.last_hidden_state")),
             );
         }
-        let last = model.forward(inputs(&reference, &case)).unwrap();
-        assert_close(
-            &format!("{folder} {case} last_hidden_state"),
-            &last,
-            reference.tensor(&format!("{case}.last_hidden_state")),
-        );
     }
 }
 
@@ -60,11 +114,17 @@ fn base_model_pytorch_bin() {
 fn sequence_classification_heads() {
     for name in ["seqcls", "seqcls_multilabel", "seqcls_regression"] {
         let reference = Reference::load(name);
-        let model: RoFormerForSequenceClassification =
-            load_dir(model_fixture(name), DType::F32, device()).unwrap();
-        for case in reference.cases() {
-            let logits = model.forward(inputs(&reference, &case)).unwrap();
-            assert_close(&format!("{name} {case}"), &logits, reference.tensor(&format!("{case}.logits")));
+        for precision in precisions() {
+            let model: RoFormerForSequenceClassification = load(name, precision);
+            for case in reference.cases() {
+                let logits = model.forward(inputs(&reference, &case)).unwrap();
+                check(
+                    &format!("{name} {case}"),
+                    precision,
+                    &logits,
+                    reference.tensor(&format!("{case}.logits")),
+                );
+            }
         }
     }
 }
@@ -72,21 +132,24 @@ fn sequence_classification_heads() {
 #[test]
 fn token_classification_head() {
     let reference = Reference::load("tokcls");
-    let model: RoFormerForTokenClassification =
-        load_dir(model_fixture("tokcls"), DType::F32, device()).unwrap();
-    for case in reference.cases() {
-        let logits = model.forward(inputs(&reference, &case)).unwrap();
-        assert_close(&format!("tokcls {case}"), &logits, reference.tensor(&format!("{case}.logits")));
+    for precision in precisions() {
+        let model: RoFormerForTokenClassification = load("tokcls", precision);
+        for case in reference.cases() {
+            let logits = model.forward(inputs(&reference, &case)).unwrap();
+            check(&format!("tokcls {case}"), precision, &logits, reference.tensor(&format!("{case}.logits")));
+        }
     }
 }
 
 #[test]
 fn masked_lm_head_with_tied_decoder_and_projection() {
     let reference = Reference::load("mlm");
-    let model: RoFormerForMaskedLM = load_dir(model_fixture("mlm"), DType::F32, device()).unwrap();
-    for case in reference.cases() {
-        let logits = model.forward(inputs(&reference, &case)).unwrap();
-        assert_close(&format!("mlm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
+    for precision in precisions() {
+        let model: RoFormerForMaskedLM = load("mlm", precision);
+        for case in reference.cases() {
+            let logits = model.forward(inputs(&reference, &case)).unwrap();
+            check(&format!("mlm {case}"), precision, &logits, reference.tensor(&format!("{case}.logits")));
+        }
     }
 }
 
@@ -94,10 +157,17 @@ fn masked_lm_head_with_tied_decoder_and_projection() {
 fn causal_lm_masks_the_future() {
     // transformers' RoFormerForCausalLM (is_decoder) on the same head.
     let reference = Reference::load("causal_lm");
-    let model: RoFormerForCausalLM = load_dir(model_fixture("causal_lm"), DType::F32, device()).unwrap();
-    for case in reference.cases() {
-        let logits = model.forward(inputs(&reference, &case)).unwrap();
-        assert_close(&format!("causal_lm {case}"), &logits, reference.tensor(&format!("{case}.logits")));
+    for precision in precisions() {
+        let model: RoFormerForCausalLM = load("causal_lm", precision);
+        for case in reference.cases() {
+            let logits = model.forward(inputs(&reference, &case)).unwrap();
+            check(
+                &format!("causal_lm {case}"),
+                precision,
+                &logits,
+                reference.tensor(&format!("{case}.logits")),
+            );
+        }
     }
     // The same weights as a masked LM attend both ways, so they disagree with the reference.
     let bidirectional: RoFormerForMaskedLM =
@@ -110,32 +180,47 @@ fn causal_lm_masks_the_future() {
 #[test]
 fn question_answering_head_with_rotary_value() {
     let reference = Reference::load("qa");
-    let model: RoFormerForQuestionAnswering = load_dir(model_fixture("qa"), DType::F32, device()).unwrap();
-    assert!(model.roformer().config().rotary_value);
-    for case in reference.cases() {
-        let (start, end) = model.forward(inputs(&reference, &case)).unwrap();
-        assert_close(&format!("qa {case} start"), &start, reference.tensor(&format!("{case}.start_logits")));
-        assert_close(&format!("qa {case} end"), &end, reference.tensor(&format!("{case}.end_logits")));
+    for precision in precisions() {
+        let model: RoFormerForQuestionAnswering = load("qa", precision);
+        assert!(model.roformer().config().rotary_value);
+        for case in reference.cases() {
+            let (start, end) = model.forward(inputs(&reference, &case)).unwrap();
+            check(
+                &format!("qa {case} start"),
+                precision,
+                &start,
+                reference.tensor(&format!("{case}.start_logits")),
+            );
+            check(
+                &format!("qa {case} end"),
+                precision,
+                &end,
+                reference.tensor(&format!("{case}.end_logits")),
+            );
+        }
     }
 }
 
 #[test]
 fn multiple_choice_head() {
     let reference = Reference::load("multiple_choice");
-    let model: RoFormerForMultipleChoice =
-        load_dir(model_fixture("multiple_choice"), DType::F32, device()).unwrap();
-    let logits = model.forward(inputs(&reference, "batch")).unwrap();
-    assert_close("multiple_choice", &logits, reference.tensor("batch.logits"));
+    for precision in precisions() {
+        let model: RoFormerForMultipleChoice = load("multiple_choice", precision);
+        let logits = model.forward(inputs(&reference, "batch")).unwrap();
+        check("multiple_choice", precision, &logits, reference.tensor("batch.logits"));
+    }
 }
 
 #[test]
 fn sim_checkpoint_pooler() {
     let reference = Reference::load("sim_pooler");
-    let model: RoFormerModel = load_dir(model_fixture("sim_pooler"), DType::F32, device()).unwrap();
-    let last = model.forward(inputs(&reference, "batch")).unwrap();
-    assert_close("sim last_hidden_state", &last, reference.tensor("batch.last_hidden_state"));
-    let pooled = model.pooler().expect("pooler loaded").forward(&last).unwrap();
-    assert_close("sim pooler_output", &pooled, reference.tensor("batch.pooler_output"));
+    for precision in precisions() {
+        let model: RoFormerModel = load("sim_pooler", precision);
+        let last = model.forward(inputs(&reference, "batch")).unwrap();
+        check("sim last_hidden_state", precision, &last, reference.tensor("batch.last_hidden_state"));
+        let pooled = model.pooler().expect("pooler loaded").forward(&last).unwrap();
+        check("sim pooler_output", precision, &pooled, reference.tensor("batch.pooler_output"));
+    }
 }
 
 #[test]
