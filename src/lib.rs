@@ -6,7 +6,7 @@
 //! ```no_run
 //! # fn main() -> roformer::Result<()> {
 //! let classifier = roformer::TextClassifier::bundled()?; // or ::from_pretrained("folder or Hub id")
-//! let predictions = classifier.classify(&["a gorgeous , witty movie .", "a chore ."])?;
+//! let predictions = classifier.classify(&["a gorgeous , witty movie .", "not good at all"])?;
 //! println!("{} {:.3}", predictions[0].label, predictions[0].score);
 //! # Ok(())
 //! # }

@@ -1,4 +1,4 @@
-# End-to-end CPU benchmark on SST-2 dev: transformers (f32, bf16), ONNX Runtime, OpenVINO and ours (f32, int8, bf16). Run: .venv/bin/python scripts/bench/bench_e2e.py [--runs 3] [--level amx] [--skip-peers NAME,...] [--ours f32,int8,bf16]
+# End-to-end CPU benchmark on SST-2 dev: transformers (f32, bf16), ONNX Runtime, OpenVINO and ours (f32, int8, bf16). Run: .venv/bin/python scripts/bench/bench_e2e.py [--runs 3] [--level amx] [--skip-peers NAME,...] [--ours f32,int8,bf16] [--skip-small | --skip-base]
 """Side by side on this machine, in one run, each peer at its own settings for this CPU (AMX and bf16 where it has
 them), CPU, 2 threads each, on SST-2 dev (872 sentences):
 - transformers (PyTorch eager) in f32, and in bf16 under `torch.autocast("cpu", dtype=torch.bfloat16)`;
@@ -10,7 +10,7 @@ them), CPU, 2 threads each, on SST-2 dev (872 sentences):
 Usage:
     python3 -m venv .venv && .venv/bin/pip install -r scripts/requirements.txt
     .venv/bin/python scripts/bench/bench_e2e.py [--data ../shared/data/glue/SST-2/dev.tsv] [--runs 3]
-        [--level amx] [--skip-peers openvino-int8,transformers-bf16] [--ours f32,int8] [--skip-small]
+        [--level amx] [--skip-peers openvino-int8,transformers-bf16] [--ours f32,int8] [--skip-small | --skip-base]
 
 It builds a base-size RoFormer classifier (12 layers, hidden 768, 12 heads, FFN 3072, random init, BERT uncased
 vocab) under target/bench-e2e, exports it to ONNX (f32; int8 by onnxruntime's quantize_dynamic; OpenVINO IR int8 by
@@ -387,6 +387,7 @@ def main():
     parser.add_argument("--vocab", default=str(ROOT.parent / "shared/data/vocab/bert-base-uncased"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-small", action="store_true", help="leave out the bundled model's shape")
+    parser.add_argument("--skip-base", action="store_true", help="leave out the base-size model (the bundled one alone)")
     parser.add_argument(
         "--skip-peers",
         type=comma_list(sorted({n.replace(" ", "-") for n in PEERS} | {n.split()[0] for n in PEERS})),
@@ -439,24 +440,25 @@ def main():
     }
     peers = {"skip": args.skip_peers, "calibration": args.calibration, "calibration_size": args.calibration_size}
 
-    base = build_base(args.vocab)
-    rows, probs = {}, {}
-    for name, build in peer_systems(base, "base", **peers).items():
-        classify, forward_ids, info = build()
-        rate, probs[name] = median_rate(len(sentences), lambda: predict(classify, sentences, 32), args.runs)
-        rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": latency(forward_ids, n) for n in (16, 128)},
-                      **info}
-        del classify, forward_ids
-        print(f"base  {name:18} {rate:8.1f} sentences/s  {info['precision']}", flush=True)
-    for precision in ours:
-        name = f"roformer {precision}"
-        rate, probs[name] = ours_rate(base, args.data, 32, precision, args.runs)
-        lat = ours_latency(base, [16, 128], precision)
-        rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": lat.get(n) for n in (16, 128)},
-                      "precision": precision}
-        print(f"base  {name:18} {rate:8.1f} sentences/s", flush=True)
-    add_agreement(rows, probs)
-    results["base"] = rows
+    if not args.skip_base:
+        base = build_base(args.vocab)
+        rows, probs = {}, {}
+        for name, build in peer_systems(base, "base", **peers).items():
+            classify, forward_ids, info = build()
+            rate, probs[name] = median_rate(len(sentences), lambda: predict(classify, sentences, 32), args.runs)
+            rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": latency(forward_ids, n) for n in (16, 128)},
+                          **info}
+            del classify, forward_ids
+            print(f"base  {name:18} {rate:8.1f} sentences/s  {info['precision']}", flush=True)
+        for precision in ours:
+            name = f"roformer {precision}"
+            rate, probs[name] = ours_rate(base, args.data, 32, precision, args.runs)
+            lat = ours_latency(base, [16, 128], precision)
+            rows[name] = {"sentences_per_s": rate, **{f"latency_ms_{n}": lat.get(n) for n in (16, 128)},
+                          "precision": precision}
+            print(f"base  {name:18} {rate:8.1f} sentences/s", flush=True)
+        add_agreement(rows, probs)
+        results["base"] = rows
 
     if not args.skip_small:
         small = ROOT / "models" / "roformer-sst2"
@@ -537,14 +539,16 @@ def print_tables(results):
     print(f"OpenVINO int8 calibration: {results.get('calibration', '?')}")
     print("\nAgreement: the share of argmax labels equal to the f32 reference of the family (transformers f32 for "
           "the peers, roformer f32 for ours), and the largest |Δ probability|.")
-    print("\nBase size, SST-2 dev, batch 32 | precision | sentences/s | batch-1 latency 16 tokens | 128 tokens "
-          "| labels agree | max |Δp| |")
-    for name, row in results["base"].items():
+    base = results.get("base", {})
+    if base:
+        print("\nBase size, SST-2 dev, batch 32 | precision | sentences/s | batch-1 latency 16 tokens | 128 tokens "
+              "| labels agree | max |Δp| |")
+    for name, row in base.items():
         cells = ["ref", "ref"] if name == reference_of(name) else agreement_cells(row)
         print(f"| {name} | {row.get('precision', '?')} | {row['sentences_per_s']:.1f} "
               f"| {fmt(row['latency_ms_16'], '.1f', ' ms')} | {fmt(row['latency_ms_128'], '.1f', ' ms')} "
               f"| {' | '.join(cells)} |")
-    for name, row in results["base"].items():
+    for name, row in base.items():
         if row.get("matmul_precisions"):
             print(f"  {name}: INFERENCE_PRECISION_HINT {row['inference_precision_hint']}; matrix products "
                   f"{', '.join(f'{k} ×{v}' for k, v in row['matmul_precisions'].items())}")

@@ -31,7 +31,7 @@ use crate::runtime::quantization::Quantization;
 /// let mut model: RoFormerForSequenceClassification =
 ///     Checkpoint::from_files(&files)?.load(&config, DType::F32, &Device::Cpu)?;
 /// model.quantize(Quantization::Int8)?; // the encoder's linear layers; the head stays in f32
-/// assert_eq!(model.roformer().config().hidden_size, 128);
+/// assert_eq!(model.roformer().config().hidden_size, 384);
 /// # Ok(())
 /// # }
 /// # #[cfg(not(feature = "bundled-sst2"))]

@@ -19,7 +19,7 @@ use crate::runtime::scores::{argmax, sigmoid, softmax};
 /// ```no_run
 /// # fn main() -> roformer::Result<()> {
 /// let classifier = roformer::TextClassifier::from_pretrained("models/roformer-sst2")?;
-/// for p in classifier.classify(&["a gorgeous , witty movie .", "a chore ."])? {
+/// for p in classifier.classify(&["a gorgeous , witty movie .", "not good at all"])? {
 ///     println!("{} {:.3}", p.label, p.score);
 /// }
 /// # Ok(())
@@ -107,7 +107,7 @@ impl TextClassifier {
     /// ```
     /// # fn main() -> roformer::Result<()> {
     /// let classifier = roformer::TextClassifier::bundled()?;
-    /// let predictions = classifier.classify(&["a gorgeous , witty movie .", "a chore ."])?;
+    /// let predictions = classifier.classify(&["a gorgeous , witty movie .", "not good at all"])?;
     /// assert_eq!((predictions[0].label.as_str(), predictions[1].label.as_str()), ("positive", "negative"));
     /// # Ok(())
     /// # }

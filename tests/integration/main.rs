@@ -4,6 +4,7 @@ mod support;
 
 mod api;
 mod bad_input;
+mod bundled_model;
 
 mod examples;
 mod families;
