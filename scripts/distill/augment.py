@@ -24,24 +24,14 @@ line, and target/distill/transfer.json (counts, minutes, CPU).
 
 import argparse
 import json
-import platform
 import random
 import time
-from pathlib import Path
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "target" / "distill"
-GLUE = ROOT.parent / "shared" / "data" / "glue" / "SST-2"
+from common import GLUE, MAX_LEN, OUT, cpu_name, read_tsv
 
-
-def read_tsv(path):
-    lines = path.read_text(encoding="utf-8").split("\n")
-    header = lines[0].split("\t")
-    rows = [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
-    return [r["sentence"].strip() for r in rows], [int(r["label"]) for r in rows]
 
 
 def neighbours(model, tok, k=8):
@@ -85,7 +75,7 @@ def label(model, tok, texts, batch=256):
     with torch.no_grad():
         for b, i in enumerate(range(0, len(order), batch)):
             idx = order[i : i + batch]
-            enc = tok([texts[j] for j in idx], truncation=True, max_length=64, padding=True, return_tensors="pt")
+            enc = tok([texts[j] for j in idx], truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt")
             for j, row in zip(idx, model(**enc).logits.tolist()):
                 logits[j] = [round(v, 5) for v in row]
             if b % 100 == 0:
@@ -131,11 +121,10 @@ def main():
                 item["label"] = train_y[i]
             f.write(json.dumps(item) + "\n")
     agree = sum((row[1] > row[0]) == bool(y) for row, y in zip(logits, train_y)) / len(train_y)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     report = {
         "training_sentences": len(train_x), "augmented": len(augmented), "per_sentence": args.per_sentence,
         "per_long_sentence": args.per_long_sentence, "long_words": args.long_words,
-        "seed": args.seed, "teacher_train_accuracy": agree, "labelling_minutes": round(minutes, 1), "cpu": cpu,
+        "seed": args.seed, "teacher_train_accuracy": agree, "labelling_minutes": round(minutes, 1), "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
     (OUT / "transfer.json").write_text(json.dumps(report, indent=1))

@@ -17,18 +17,17 @@ Then transformers loads the written folder as a user would (AutoModelForSequence
 """
 
 import json
-from pathlib import Path
 
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
-STUDENT = ROOT / "target" / "distill" / "student"
+from common import GLUE, OUT, ROOT, read_tsv
+
+STUDENT = OUT / "student"
 SHIPPED = ROOT / "models" / "roformer-sst2"
 FIXTURE = ROOT / "tests" / "fixtures" / "bundled"
-GLUE = ROOT.parent / "shared" / "data" / "glue" / "SST-2"
 # The config keys the crate and transformers read; the rest of what save_pretrained writes is defaults.
 KEEP = ["vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
         "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
@@ -69,15 +68,13 @@ def main():
                 out += model(**enc).logits.tolist()
         return out
 
-    lines = (GLUE / "dev.tsv").read_text(encoding="utf-8").split("\n")[1:]
-    rows = [line.split("\t") for line in lines if line.strip()]
-    dev_logits = logits([r[0] for r in rows])
-    correct = sum((l[1] > l[0]) == (r[1] == "1") for l, r in zip(dev_logits, rows))
-    report = {"dev_correct": correct, "dev_total": len(rows), "dev_accuracy": correct / len(rows),
+    dev_x, dev_y = read_tsv(GLUE / "dev.tsv")
+    correct = sum((l[1] > l[0]) == (y == 1) for l, y in zip(logits(dev_x), dev_y))
+    report = {"dev_correct": correct, "dev_total": len(dev_x), "dev_accuracy": correct / len(dev_x),
               "parameters": sum(p.numel() for n, p in model.named_parameters() if "embed_positions" not in n),
               "bytes": (SHIPPED / "model.safetensors").stat().st_size, "torch": torch.__version__,
               "transformers": transformers.__version__}
-    (ROOT / "target" / "distill" / "export.json").write_text(json.dumps(report, indent=1))
+    (OUT / "export.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
 
     sentences = [s for s in (FIXTURE / "sentences.txt").read_text(encoding="utf-8").split("\n") if s]

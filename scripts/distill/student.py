@@ -30,7 +30,6 @@ import argparse
 import collections
 import json
 import math
-import platform
 import random
 import time
 from pathlib import Path
@@ -40,18 +39,9 @@ import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertTokenizerFast, RoFormerConfig
 from transformers import RoFormerForSequenceClassification
 
-ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "target" / "distill"
-GLUE = ROOT.parent / "shared" / "data" / "glue" / "SST-2"
+from common import GLUE, MAX_LEN, OUT, accuracy, cpu_name, read_tsv
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-MAX_LEN = 64
-
-
-def read_tsv(path):
-    lines = path.read_text(encoding="utf-8").split("\n")
-    header = lines[0].split("\t")
-    rows = [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
-    return [r["sentence"].strip() for r in rows], [int(r["label"]) for r in rows]
 
 
 def cut_vocabulary(teacher_tok, train_x, size):
@@ -126,18 +116,6 @@ def build_student(teacher, teacher_tok, vocab, args, train_x):
         student.classifier.dense.load_state_dict(t.pooler.dense.state_dict())
         student.classifier.out_proj.load_state_dict(teacher.classifier.state_dict())
     return student, picks
-
-
-def accuracy(model, tok, texts, labels, batch=128):
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, len(texts), batch):
-            enc = tok(texts[i : i + batch], truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt")
-            enc.pop("token_type_ids", None)
-            correct += (model(**enc).logits.argmax(-1) == torch.tensor(labels[i : i + batch])).sum().item()
-    model.train()
-    return correct / len(texts)
 
 
 def batches(n_items, lengths, batch, rng):
@@ -261,13 +239,12 @@ def main():
             tok.save_pretrained(out)
         if stop:
             break
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     report = {
         "parameters": params, "teacher_layers": picks, "vocab": len(vocab), "embedding_size": args.embedding_size,
         "intermediate": args.intermediate, "transfer_set": len(items), "batch": args.batch, "lr": args.lr,
         "epochs": args.epochs, "steps": step, "stopped_by_time": stop, "seed": args.seed,
         "dev_accuracy_before_training": initial, "history": history, "best_epoch": best[1],
-        "dev_accuracy": best[0], "minutes": round((time.time() - start) / 60, 1), "cpu": cpu,
+        "dev_accuracy": best[0], "minutes": round((time.time() - start) / 60, 1), "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
     }
     (Path(args.out) / "report.json").write_text(json.dumps(report, indent=1))

