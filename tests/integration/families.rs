@@ -10,7 +10,7 @@ use roformer::{
 };
 use serde_json::Value;
 
-use crate::model_parity::{check, load, precisions};
+use crate::model_parity::{check, in_precision, load, precisions};
 use crate::support::{assert_close, device, model_fixture, on_device, Reference};
 
 fn inputs<'a>(reference: &'a Reference, case: &str) -> Inputs<'a> {
@@ -136,15 +136,6 @@ fn base_with(edit: impl FnOnce(&mut Config)) -> RoFormerModel {
     Checkpoint::open(model_fixture("base")).unwrap().load(&config, DType::F32, device()).unwrap()
 }
 
-/// [`base_with`] in `precision`.
-fn base_in(precision: Quantization, edit: impl FnOnce(&mut Config)) -> RoFormerModel {
-    let mut model = base_with(edit);
-    if precision != Quantization::None {
-        model.quantize(precision).unwrap();
-    }
-    model
-}
-
 #[test]
 fn rope_scaling_matches_transformers_rope_functions() {
     let reference = Reference::load_file("base", "rope_scaling.safetensors");
@@ -156,7 +147,7 @@ fn rope_scaling_matches_transformers_rope_functions() {
     for (name, case) in cases.as_object().unwrap() {
         for precision in precisions() {
             // Each case as a config.json would carry it: rope_scaling, or rope_theta alone.
-            let model = base_in(precision, |config| {
+            let model = base_with(|config| {
                 for (key, value) in case.as_object().unwrap() {
                     if key != "attention_factor" {
                         config.extra.insert(key.clone(), value.clone());
@@ -164,6 +155,7 @@ fn rope_scaling_matches_transformers_rope_functions() {
                 }
                 config.validate().unwrap();
             });
+            let model = in_precision(model, precision);
             let ids = reference.tensor(&format!("{name}.input_ids"));
             assert!(ids.dim(1).unwrap() > max, "{name} is not longer than max_position_embeddings");
             let out = model.forward(inputs(&reference, name)).unwrap();

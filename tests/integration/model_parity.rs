@@ -36,7 +36,11 @@ pub(crate) fn precisions() -> Vec<Quantization> {
 
 /// A fixture's model in `precision`.
 pub(crate) fn load<M: TaskModel>(name: &str, precision: Quantization) -> M {
-    let mut model: M = load_dir(model_fixture(name), DType::F32, device()).unwrap();
+    in_precision(load_dir(model_fixture(name), DType::F32, device()).unwrap(), precision)
+}
+
+/// `model`, quantized to `precision` unless that is f32.
+pub(crate) fn in_precision<M: TaskModel>(mut model: M, precision: Quantization) -> M {
     if precision != Quantization::None {
         model.quantize(precision).unwrap();
     }
