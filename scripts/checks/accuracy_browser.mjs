@@ -10,23 +10,66 @@
  * 11.3, before relaxed SIMD shipped) the package's relaxed int8 gave wrong and run-to-run different answers (|Δp| up
  * to 0.99 from f32 on SST-2 dev, on this model and the one before it), where Chromium 156 gives 0.054.
  */
-import fs from 'node:fs'; import http from 'node:http'; import path from 'node:path'; import { createRequire } from 'node:module';
-const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..'); const { chromium } = createRequire(path.join(ROOT,'web','package.json'))('playwright-core');
-const model = process.argv[2] || path.join(ROOT,'models','roformer-sst2');
-const rows = fs.readFileSync(path.join(ROOT,'..','shared','data','glue','SST-2','dev.tsv'),'utf8').split('\n').slice(1).filter(l=>l.trim()).map(l=>l.split('\t'));
-const roots = { '/npm/': path.join(ROOT,'target','npm','package'), '/model/': model };
-const server = http.createServer((req,res)=>{ for (const [p,d] of Object.entries(roots)) if (req.url.startsWith(p)) { const f=path.join(d,req.url.slice(p.length)); if (fs.existsSync(f)) { res.writeHead(200,{'content-type': f.endsWith('.js')?'text/javascript':f.endsWith('.wasm')?'application/wasm':'application/octet-stream'}); return res.end(fs.readFileSync(f)); } }
-  if (req.url==='/') { res.writeHead(200,{'content-type':'text/html'}); return res.end('<html></html>'); } res.writeHead(404); res.end(); });
-await new Promise(r=>server.listen(0,'127.0.0.1',r)); const base=`http://127.0.0.1:${server.address().port}`;
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const { chromium } = createRequire(path.join(ROOT, 'web', 'package.json'))('playwright-core');
+const model = path.resolve(process.argv[2] || path.join(ROOT, 'models', 'roformer-sst2'));
+const tsv = path.join(ROOT, '..', 'shared', 'data', 'glue', 'SST-2', 'dev.tsv');
+const rows = fs.readFileSync(tsv, 'utf8').split('\n').slice(1).filter((l) => l.trim()).map((l) => l.split('\t'));
+const [texts, positive] = [rows.map((r) => r[0]), rows.map((r) => r[1] === '1')];
+
+// The package under /npm/, the model folder under /model/, an empty page at /.
+const roots = { '/npm/': path.join(ROOT, 'target', 'npm', 'package'), '/model/': model };
+const types = { '.js': 'text/javascript', '.wasm': 'application/wasm' };
+const server = http.createServer((req, res) => {
+  if (req.url === '/') {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    return res.end('<html></html>');
+  }
+  for (const [prefix, dir] of Object.entries(roots)) {
+    const file = path.join(dir, req.url.slice(prefix.length));
+    if (req.url.startsWith(prefix) && fs.existsSync(file)) {
+      res.writeHead(200, { 'content-type': types[path.extname(file)] ?? 'application/octet-stream' });
+      return res.end(fs.readFileSync(file));
+    }
+  }
+  res.writeHead(404);
+  res.end();
+});
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
 
-for (const simd of ['relaxed','plain']) { const page = await browser.newPage(); await page.goto(base+'/');
- const out = await page.evaluate(async ({texts, simd}) => { const m = await import('/npm/index.js'); const l = await m.default({simd});
-  const r = {simd: l.simd};
-  for (const q of ['none','int8']) { const c = await m.TextClassifier.fromUrl('/model/', {quantize: q, workers: 1}); r[q] = (await c.classify(texts)).map(p=>p.label==='positive'?p.score:1-p.score); c.free(); }
-  return r; }, {texts: rows.map(r=>r[0]), simd});
- const acc = (ps)=> ps.filter((p,i)=> (p>0.5) === (rows[i][1]==='1')).length;
- const gap = Math.max(...out.int8.map((p,i)=>Math.abs(p-out.none[i])));
- console.log(`chromium ${out.simd}: f32 ${acc(out.none)}/872, int8 ${acc(out.int8)}/872, largest |Δp| ${gap.toFixed(3)}`);
+// A page loads one build, so each gets a fresh page.
+for (const simd of ['relaxed', 'plain']) {
+  const page = await browser.newPage();
+  await page.goto(`${base}/`);
+  const out = await page.evaluate(
+    async ({ texts, simd }) => {
+      const m = await import('/npm/index.js');
+      const loaded = await m.default({ simd });
+      const probabilities = { simd: loaded.simd };
+      for (const quantize of ['none', 'int8']) {
+        const classifier = await m.TextClassifier.fromUrl('/model/', { quantize, workers: 1 });
+        const predictions = await classifier.classify(texts);
+        // The positive class's probability.
+        probabilities[quantize] = predictions.map((p) => (p.label === 'positive' ? p.score : 1 - p.score));
+        classifier.free();
+      }
+      return probabilities;
+    },
+    { texts, simd },
+  );
+  const correct = (ps) => ps.filter((p, i) => p > 0.5 === positive[i]).length;
+  const gap = Math.max(...out.int8.map((p, i) => Math.abs(p - out.none[i])));
+  const n = texts.length;
+  console.log(`chromium ${out.simd}: f32 ${correct(out.none)}/${n}, int8 ${correct(out.int8)}/${n}, largest |Δp| ${gap.toFixed(3)}`);
+  await page.close();
 }
-await browser.close(); server.close();
+await browser.close();
+server.close();
