@@ -18,6 +18,17 @@ const RELAXED_PROBE = new Uint8Array([
 let relaxedValid;
 const relaxedSupported = () => (relaxedValid ??= WebAssembly.validate(RELAXED_PROBE));
 
+// V8 before 11.4 (Node 20's 11.3 under --experimental-wasm-relaxed-simd) validates the relaxed build but runs its
+// int8 product wrongly, and differently from run to run: a probability off by up to 0.99 on SST-2 dev, where
+// Chromium 156 (V8 14) stays within 0.054 of f32. No probe can show a fault that comes and goes, so the version
+// decides. Browsers do not say theirs; Chromium shipped relaxed SIMD in 114, on V8 11.4.
+const preShippingV8 = (() => {
+  const v8 = globalThis.process?.versions?.v8;
+  if (typeof v8 !== "string") return false;
+  const [major, minor] = v8.split(".").map(Number);
+  return major < 11 || (major === 11 && minor < 4);
+})();
+
 // Both names are written out literally so that bundlers (Vite, webpack 5) find and emit both files.
 function packagedWasm(kind) {
   return kind === "relaxed"
@@ -48,10 +59,16 @@ function simdKind(simd = "auto") {
   if (simd === "relaxed" && !relaxedSupported()) {
     throw new Error(
       'options.simd is "relaxed", but this engine does not validate relaxed SIMD (Chromium 114+ does; ' +
-        'Node 20 only with --experimental-wasm-relaxed-simd): use "auto" or "plain"',
+        'Node 20 does not): use "auto" or "plain"',
     );
   }
-  return relaxedSupported() ? "relaxed" : "plain";
+  if (simd === "relaxed" && preShippingV8) {
+    throw new Error(
+      `options.simd is "relaxed", but this engine's V8 ${globalThis.process.versions.v8} predates relaxed SIMD's ` +
+        'release (11.4) and computes its int8 dot products wrongly: use "auto" or "plain"',
+    );
+  }
+  return relaxedSupported() && !preShippingV8 ? "relaxed" : "plain";
 }
 
 async function compile(source) {
