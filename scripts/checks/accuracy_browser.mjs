@@ -6,9 +6,9 @@
  * prints each one's SST-2 dev accuracy and the largest change of a probability from f32: the browser figures of
  * models/roformer-sst2/README.md.
  *
- * Chromium, not Node: Node 20 validates relaxed SIMD only under --experimental-wasm-relaxed-simd, and there (V8
- * 11.3, before relaxed SIMD shipped) the package's relaxed int8 gave wrong and run-to-run different answers (|Δp| up
- * to 0.99 from f32 on SST-2 dev, on this model and the one before it), where Chromium 156 gives 0.054.
+ * Chromium, not Node: Node 20 runs only the simd128 build. Its V8 (11.3) validates relaxed SIMD under
+ * --experimental-wasm-relaxed-simd, but there the relaxed int8 gave wrong and run-to-run different answers (|Δp| up
+ * to 0.99 from f32 on SST-2 dev), so the package refuses the relaxed build on a V8 older than 11.4.
  */
 import fs from 'node:fs';
 import http from 'node:http';

@@ -1,6 +1,7 @@
 """What the distillation steps (teacher.py, augment.py, student.py, export.py) share: where things are, SST-2's
 TSV, the dev accuracy of a classifier, and the CPU's name for their reports. Not run on its own."""
 
+import contextlib
 import platform
 from pathlib import Path
 
@@ -20,11 +21,30 @@ def read_tsv(path):
     return [r["sentence"].strip() for r in rows], [int(r["label"]) for r in rows]
 
 
-def accuracy(model, tok, texts, labels, batch=128):
-    """The share of `labels` the classifier's argmax gives, inputs cut at MAX_LEN tokens; leaves it in training mode."""
+def bf16(enabled):
+    """Autocast to bf16 on the CPU where `enabled` (the teacher.py --bf16 runs), a no-op otherwise."""
+    return torch.autocast("cpu", dtype=torch.bfloat16) if enabled else contextlib.nullcontext()
+
+
+def length_batches(n_items, lengths, batch, rng):
+    """Seeded order; batches of similar length (sorted within windows of 50 batches) to waste little on padding."""
+    order = list(range(n_items))
+    rng.shuffle(order)
+    out = []
+    window = 50 * batch
+    for w in range(0, len(order), window):
+        chunk = sorted(order[w : w + window], key=lengths.__getitem__)
+        out += [chunk[i : i + batch] for i in range(0, len(chunk), batch)]
+    rng.shuffle(out)
+    return out
+
+
+def accuracy(model, tok, texts, labels, batch=128, autocast=False):
+    """The share of `labels` the classifier's argmax gives, inputs cut at MAX_LEN tokens (under bf16 autocast where
+    `autocast`); leaves it in training mode."""
     model.eval()
     correct = 0
-    with torch.no_grad():
+    with torch.no_grad(), bf16(autocast):
         for i in range(0, len(texts), batch):
             enc = tok(texts[i : i + batch], truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt")
             correct += (model(**enc).logits.argmax(-1) == torch.tensor(labels[i : i + batch])).sum().item()

@@ -21,11 +21,13 @@ import json
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, RoFormerConfig
+from transformers import RoFormerForSequenceClassification
 
 from common import GLUE, OUT, ROOT, read_tsv
 
 STUDENT = OUT / "student"
+POSITIONS = "roformer.encoder.embed_positions.weight"
 SHIPPED = ROOT / "models" / "roformer-sst2"
 FIXTURE = ROOT / "tests" / "fixtures" / "bundled"
 # The config keys the crate and transformers read; the rest of what save_pretrained writes is defaults.
@@ -37,7 +39,11 @@ KEEP = ["vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num
 
 def main():
     state = load_file(STUDENT / "model.safetensors")
-    shipped = {name: (t if name.endswith("embed_positions.weight") else t.to(torch.float16)).contiguous()
+    # RoFormer's sinusoid table is fixed, and the crate computes its own. A student continued with `--init` before
+    # student.py froze it had it drift (by 0.013, the shipped one among them): write the table transformers makes.
+    fresh = RoFormerForSequenceClassification(RoFormerConfig.from_pretrained(STUDENT))
+    state[POSITIONS] = fresh.state_dict()[POSITIONS].clone()
+    shipped = {name: (t if name == POSITIONS else t.to(torch.float16)).contiguous()
                for name, t in state.items()}
     SHIPPED.mkdir(parents=True, exist_ok=True)
     save_file(shipped, SHIPPED / "model.safetensors", metadata={"format": "pt"})

@@ -1,9 +1,11 @@
 # Step 3 of the built-in model's distillation (issue 39): the RoFormer student. Run after augment.py:
 #   .venv/bin/python scripts/distill/student.py
-"""Distils the teacher (target/distill/teacher) into a small RoFormerForSequenceClassification, trained on the
-transfer set (target/distill/transfer.jsonl: SST-2 train plus augmented sentences, with the teacher's logits).
+"""Distils the teacher into a small RoFormerForSequenceClassification, trained on the transfer set
+(target/distill/transfer.jsonl: SST-2 train plus augmented sentences, with the logits of the teacher augment.py
+labelled them with: the mpnet one by default).
 
-The student starts from the teacher's own weights, cut down to fit the crate:
+The student starts from the fine-tuned MiniLM's weights (target/distill/teacher; "the teacher" below, as the code
+names it), cut down to fit the crate:
 - a vocabulary of `--vocab` WordPiece tokens: the five specials, every ASCII character (alone and as `##` piece, so
   that any English word still splits into known pieces), then the teacher's tokens by their count in SST-2 train;
 - word embeddings `--embedding-size` wide, from a truncated SVD of the kept rows of the teacher's 384-wide table: the
@@ -39,7 +41,7 @@ import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertTokenizerFast, RoFormerConfig
 from transformers import RoFormerForSequenceClassification
 
-from common import GLUE, MAX_LEN, OUT, accuracy, cpu_name, read_tsv
+from common import GLUE, MAX_LEN, OUT, accuracy, cpu_name, length_batches, read_tsv
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -118,19 +120,6 @@ def build_student(teacher, teacher_tok, vocab, args, train_x):
     return student, picks
 
 
-def batches(n_items, lengths, batch, rng):
-    """Seeded order; batches of similar length (sorted within windows of 50 batches) to waste little on padding."""
-    order = list(range(n_items))
-    rng.shuffle(order)
-    out = []
-    window = 50 * batch
-    for w in range(0, len(order), window):
-        chunk = sorted(order[w : w + window], key=lengths.__getitem__)
-        out += [chunk[i : i + batch] for i in range(0, len(chunk), batch)]
-    rng.shuffle(out)
-    return out
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=3)
@@ -164,6 +153,9 @@ def main():
         vocab = cut_vocabulary(teacher_tok, train_x, args.vocab)
         tok = student_tokenizer(vocab)
         student, picks = build_student(teacher, teacher_tok, vocab, args, train_x)
+    # The sinusoid table is RoFormer's fixed positions, not a weight: from_pretrained (`--init`) leaves it trainable,
+    # and weight decay then moved it (by 0.013 in three epochs), away from what the crate computes.
+    student.roformer.encoder.embed_positions.weight.requires_grad_(False)
     if not args.hidden_weight:
         del teacher
     params = sum(p.numel() for n, p in student.named_parameters() if "embed_positions" not in n)
@@ -191,7 +183,7 @@ def main():
     start, step, history, best, stop = time.time(), 0, [], (-1.0, None), False
     student.train()
     for epoch in range(args.epochs):
-        for idx in batches(len(items), lengths, args.batch, rng):
+        for idx in length_batches(len(items), lengths, args.batch, rng):
             width = max(lengths[j] for j in idx)
             input_ids = torch.zeros(len(idx), width, dtype=torch.long)
             mask = torch.zeros(len(idx), width, dtype=torch.long)
