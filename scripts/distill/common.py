@@ -39,6 +39,20 @@ def length_batches(n_items, lengths, batch, rng):
     return out
 
 
+def warmup_then_decay(optimizer, steps):
+    """The learning rate of both training scripts: linear warm-up over 6% of `steps`, then linear decay to 0."""
+    warmup = int(0.06 * steps)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / max(1, warmup), max(0.0, (steps - s) / max(1, steps - warmup))))
+
+
+def update(loss, model, optimizer, schedule):
+    """One training step of both scripts: backward, gradients clipped to norm 1, the optimizer and schedule stepped."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step(), schedule.step(), optimizer.zero_grad()
+
+
 def accuracy(model, tok, texts, labels, batch=128, autocast=False):
     """The share of `labels` the classifier's argmax gives, inputs cut at MAX_LEN tokens (under bf16 autocast where
     `autocast`); leaves it in training mode."""

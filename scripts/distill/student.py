@@ -41,7 +41,7 @@ import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertTokenizerFast, RoFormerConfig
 from transformers import RoFormerForSequenceClassification
 
-from common import GLUE, MAX_LEN, OUT, accuracy, cpu_name, length_batches, read_tsv
+from common import GLUE, MAX_LEN, OUT, accuracy, cpu_name, length_batches, read_tsv, update, warmup_then_decay
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -176,9 +176,7 @@ def main():
     no_decay = [p for n, p in student.named_parameters() if p.requires_grad and p.ndim <= 1]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=args.lr)
-    warmup = int(0.06 * steps)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / max(1, warmup), max(0.0, (steps - s) / max(1, steps - warmup))))
+    schedule = warmup_then_decay(optimizer, steps)
     ce = torch.nn.CrossEntropyLoss(ignore_index=-100)
     start, step, history, best, stop = time.time(), 0, [], (-1.0, None), False
     student.train()
@@ -210,9 +208,7 @@ def main():
                         + torch.nn.functional.mse_loss((s * s_mask).sum(1) / s_mask.sum(1), (t * t_mask).sum(1) / t_mask.sum(1)))
             if (gold[idx] >= 0).any():
                 loss = loss + 0.5 * ce(logits, gold[idx])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-            optimizer.step(), schedule.step(), optimizer.zero_grad()
+            update(loss, student, optimizer, schedule)
             step += 1
             minutes = (time.time() - start) / 60
             if step % 200 == 0:

@@ -39,7 +39,7 @@ import torch
 import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from common import GLUE, MAX_LEN, OUT, accuracy, bf16, cpu_name, length_batches, read_tsv
+from common import GLUE, MAX_LEN, OUT, accuracy, bf16, cpu_name, length_batches, read_tsv, update, warmup_then_decay
 
 
 
@@ -108,10 +108,7 @@ def main():
     batch = 32
     steps = args.epochs * math.ceil(len(train_x) / batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=base["lr"], weight_decay=0.01)
-    warmup = int(0.06 * steps)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / max(1, warmup), max(0.0, (steps - s) / max(1, steps - warmup)))
-    )
+    schedule = warmup_then_decay(optimizer, steps)
     start, step, history = time.time(), 0, []
     model.train()
     stop = False
@@ -126,9 +123,7 @@ def main():
             enc = tok([train_x[j] for j in idx], truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt")
             with bf16(base["bf16"]):
                 loss = model(**enc, labels=torch.tensor([train_y[j] for j in idx])).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step(), schedule.step(), optimizer.zero_grad()
+            update(loss, model, optimizer, schedule)
             step += 1
             minutes = (time.time() - start) / 60
             if step % 50 == 0:
