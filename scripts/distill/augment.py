@@ -20,8 +20,9 @@ give the 196,035 sentences the shipped model learned from.
 A teacher then labels every sentence, the originals included: its two logits are stored, and an original keeps its
 gold label too. The labeller is `--labeller` (default `teacher-mpnet`, the all-mpnet-base-v2 teacher of `teacher.py
 --base mpnet`, 94.27% on dev, labelling under bf16 autocast as it was trained: 13.4 min on the 2-core AMX Xeon);
-`--labeller teacher` gives the MiniLM teacher's labels, which the shipped model before it learned from. Writes target/distill/transfer.jsonl, one {"text", "logits", "label"?} per
-line, and target/distill/transfer.json (counts, minutes, CPU).
+`--labeller teacher` gives the MiniLM teacher's labels, which the shipped model before it learned from. Writes
+target/distill/transfer.jsonl, one {"text", "logits", "label"?} per line, and target/distill/transfer.json (counts,
+minutes, CPU).
 """
 
 import argparse
@@ -139,7 +140,8 @@ def main():
     report = {
         "training_sentences": len(train_x), "augmented": len(augmented), "per_sentence": args.per_sentence,
         "per_long_sentence": args.per_long_sentence, "long_words": args.long_words,
-        "seed": args.seed, "labeller": args.labeller, "bf16_autocast": autocast, "teacher_train_accuracy": agree, "labelling_minutes": round(minutes, 1), "cpu": cpu_name(),
+        "seed": args.seed, "labeller": args.labeller, "bf16_autocast": autocast, "teacher_train_accuracy": agree,
+        "labelling_minutes": round(minutes, 1), "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
     (OUT / "transfer.json").write_text(json.dumps(report, indent=1))

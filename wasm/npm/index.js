@@ -59,7 +59,7 @@ function simdKind(simd = "auto") {
   if (simd === "relaxed" && !relaxedSupported()) {
     throw new Error(
       'options.simd is "relaxed", but this engine does not validate relaxed SIMD (Chromium 114+ does; ' +
-        'Node 20 does not): use "auto" or "plain"',
+        'Node 20 without --experimental-wasm-relaxed-simd does not): use "auto" or "plain"',
     );
   }
   if (simd === "relaxed" && preShippingV8) {
