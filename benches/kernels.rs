@@ -10,8 +10,10 @@
 //! `cargo bench --bench kernels -- gemm` times a base layer's products alone instead (M = 512,
 //! K = 768, N = 768 and 3072) at every level this CPU runs, in each precision, in TMAC/s (int8's
 //! input quantization and bf16's rounding included), on 1 and 2 threads, beside a plain `tdpbusd`
-//! loop on registers as the AMX unit's peak; then, where a level has a tile program, each row
-//! count's time with the tiles and with the register kernel, which puts the crossover.
+//! loop on registers as the AMX unit's peak, and the int8 tile program itself and its tile loads
+//! alone on operands in L1 (what the program's shape allows); then, where a level has a tile
+//! program, each row count's time with the tiles and with the register kernel, which puts the
+//! crossover.
 
 use std::time::Instant;
 
@@ -81,7 +83,7 @@ fn main() {
 
 /// The products alone, per level and precision, and the tile programs' crossover.
 fn gemm() {
-    use roformer::kernel_probe::{amx_int8_peak, gemm_seconds, levels, Tiles};
+    use roformer::kernel_probe::{amx_int8_peak, amx_int8_program, gemm_seconds, levels, Tiles};
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {
@@ -94,6 +96,12 @@ fn gemm() {
     match amx_int8_peak() {
         Some(peak) => println!("tdpbusd on registers (the unit's int8 peak), 1 thread: {peak:.2} TMAC/s"),
         None => println!("tdpbusd: no usable AMX unit here"),
+    }
+    if let Some((program, loads)) = amx_int8_program() {
+        println!(
+            "the int8 tile program on operands in L1 (K = 768, no quantizing or epilogue), 1 thread: \
+             {program:.2} TMAC/s; its tile loads alone: {loads:.2}"
+        );
     }
     let tmacs = |(m, k, n): (usize, usize, usize), seconds: f64| (m * k * n) as f64 / seconds / 1e12;
     println!("\nM = 512, K = 768 | TMAC/s at N = 768, 1 thread | 2 threads | N = 3072, 1 thread | 2 threads");

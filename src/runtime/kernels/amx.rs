@@ -372,10 +372,14 @@ impl TileUnit for Model {
 /// whatever the last tile left: the program stores every sum the epilogue reads (rows past 16 only
 /// when it has them). A fresh zeroed 4 KiB array per call cost as much as the epilogue.
 pub(crate) fn with_sums<R>(f: impl FnOnce(&mut [i32; 32 * 32]) -> R) -> R {
+    /// On 64-byte lines: each stored tile row is then one line, where an i32 array's alignment of
+    /// 4 split most rows across two, for the stores and the epilogue's loads both.
+    #[repr(C, align(64))]
+    struct Sums([i32; 32 * 32]);
     thread_local! {
-        static SUMS: std::cell::RefCell<[i32; 32 * 32]> = const { std::cell::RefCell::new([0; 32 * 32]) };
+        static SUMS: std::cell::RefCell<Sums> = const { std::cell::RefCell::new(Sums([0; 32 * 32])) };
     }
-    SUMS.with(|sums| f(&mut sums.borrow_mut()))
+    SUMS.with(|sums| f(&mut sums.borrow_mut().0))
 }
 
 /// Int8 multiply-adds per second, in trillions, of `tdpbusd` on tiles loaded once (four
@@ -417,6 +421,46 @@ pub(crate) fn int8_peak() -> f64 {
     let seconds = start.elapsed().as_secs_f64();
     // Each instruction: 16 × 16 outputs of 64 multiply-adds.
     iterations as f64 * 4.0 * (16.0 * 16.0 * 64.0) / seconds / 1e12
+}
+
+/// [`sums`] at K = 768 over operands that stay in L1, in int8 TMAC/s on the calling thread, and
+/// the rate the same tile loads alone allow (as the multiply-adds they would feed).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn int8_program_rates() -> (f64, f64) {
+    const STEPS: usize = 768 / 4;
+    // On 64-byte lines, as the product's packed operands are: a tile row across two lines loads
+    // both.
+    let (mut a, mut b) = (
+        super::gemm::Aligned::<u8>::zeros(32 * STEPS * 4),
+        super::gemm::Aligned::<u8>::zeros(STEPS * PANEL_STEP),
+    );
+    a.as_mut_slice().fill(1);
+    b.as_mut_slice().fill(1);
+    let (a, b) = (a.as_slice(), b.as_slice());
+    // SAFETY: `int8_program_rates` is reached only where `usable` is true.
+    let mut unit = unsafe { Tmm::configured() };
+    let calls = 20_000;
+    let macs = calls as f64 * (32.0 * 32.0 * 768.0);
+    let start = std::time::Instant::now();
+    with_sums(|acc| {
+        for _ in 0..calls {
+            sums(&mut unit, Dot::U8S8, a, b, STEPS, 32, acc);
+            std::hint::black_box(&mut *acc);
+        }
+    });
+    let program = macs / start.elapsed().as_secs_f64() / 1e12;
+    let lda = STEPS * 4;
+    let start = std::time::Instant::now();
+    for _ in 0..calls {
+        for chunk in 0..lda / ROW_BYTES {
+            unit.load::<0>(a, chunk * ROW_BYTES, lda);
+            unit.load::<2>(b, chunk * ROWS * PANEL_STEP, PANEL_STEP);
+            unit.load::<3>(b, chunk * ROWS * PANEL_STEP + ROW_BYTES, PANEL_STEP);
+            unit.load::<1>(a, ROWS * lda + chunk * ROW_BYTES, lda);
+        }
+    }
+    let loads = macs / start.elapsed().as_secs_f64() / 1e12;
+    (program, loads)
 }
 
 /// The int8 tile program over one tile of `t`: its i32 sums, row r column j at `acc[32 r + j]`.

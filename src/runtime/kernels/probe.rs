@@ -93,3 +93,16 @@ pub fn amx_int8_peak() -> Option<f64> {
     }
     None
 }
+
+/// The int8 tile program's own rate on operands that stay in L1 (one 32-row tile of inputs and one
+/// weight panel, K = 768), without quantizing or the epilogue, and the rate its tile loads alone
+/// would allow (the same loads, no products, counted as the products they feed), both in int8
+/// TMAC/s on the calling thread: what the program's shape allows, beside [`amx_int8_peak`].
+/// `None` where the unit is not usable.
+pub fn amx_int8_program() -> Option<(f64, f64)> {
+    #[cfg(target_arch = "x86_64")]
+    if super::amx::usable() {
+        return Some(super::amx::int8_program_rates());
+    }
+    None
+}
