@@ -21,8 +21,8 @@ A teacher then labels every sentence, the originals included: its two logits are
 gold label too. The labeller is `--labeller` (default `teacher-mpnet`, the all-mpnet-base-v2 teacher of `teacher.py
 --base mpnet`, 94.27% on dev, labelling under bf16 autocast as it was trained: 13.4 min on the 2-core AMX Xeon);
 `--labeller teacher` gives the MiniLM teacher's labels, which the shipped model before it learned from. Writes
-target/distill/transfer.jsonl, one {"text", "logits", "label"?} per line, and target/distill/transfer.json (counts,
-minutes, CPU).
+target/distill/transfer.jsonl (or `--out NAME`), one {"text", "logits", "label"?} per line, and beside it
+transfer.json (counts, minutes, CPU).
 """
 
 import argparse
@@ -99,6 +99,8 @@ def main():
     parser.add_argument("--labeller", default="teacher-mpnet",
                         help="the folder under target/distill whose logits label the set (teacher.py --base mpnet "
                              "writes teacher-mpnet); the swaps' neighbours always come from `teacher`")
+    parser.add_argument("--out", default="transfer.jsonl",
+                        help="file name under target/distill; the report goes beside it, as .json")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
@@ -130,7 +132,7 @@ def main():
     autocast = json.loads((OUT / args.labeller / "report.json").read_text()).get("bf16_autocast", False)
     logits = label(model, tok, texts, autocast)
     minutes = (time.time() - start) / 60
-    with open(OUT / "transfer.jsonl", "w", encoding="utf-8") as f:
+    with open(OUT / args.out, "w", encoding="utf-8") as f:
         for i, (text, row) in enumerate(zip(texts, logits)):
             item = {"text": text, "logits": row}
             if i < len(train_x):
@@ -144,7 +146,7 @@ def main():
         "labelling_minutes": round(minutes, 1), "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
-    (OUT / "transfer.json").write_text(json.dumps(report, indent=1))
+    (OUT / args.out).with_suffix(".json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
 
 

@@ -1,7 +1,7 @@
 # Step 4 of the built-in model's distillation (issue 39): the shipped folder. Run after student.py:
 #   .venv/bin/python scripts/distill/export.py
-"""Writes the student (target/distill/student) as the crate's built-in model, models/roformer-sst2/, and the
-reference outputs that pin it, tests/fixtures/bundled/reference.json.
+"""Writes the student (target/distill/student, or `--student FOLDER`) as the crate's built-in model,
+models/roformer-sst2/, and the reference outputs that pin it, tests/fixtures/bundled/reference.json.
 
 - model.safetensors holds every weight in f16 (half the bytes of f32, which the crate's 10 MiB leaves no room for),
   except `roformer.encoder.embed_positions.weight`: that is the sinusoid table, kept in f32 as transformers makes it
@@ -16,7 +16,9 @@ Then transformers loads the written folder as a user would (AutoModelForSequence
   tests/integration/bundled_model.rs holds the crate to.
 """
 
+import argparse
 import json
+from pathlib import Path
 
 import torch
 import transformers
@@ -26,7 +28,6 @@ from transformers import RoFormerForSequenceClassification
 
 from common import GLUE, OUT, ROOT, read_tsv
 
-STUDENT = OUT / "student"
 POSITIONS = "roformer.encoder.embed_positions.weight"
 SHIPPED = ROOT / "models" / "roformer-sst2"
 FIXTURE = ROOT / "tests" / "fixtures" / "bundled"
@@ -38,21 +39,24 @@ KEEP = ["vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num
 
 
 def main():
-    state = load_file(STUDENT / "model.safetensors")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--student", default=str(OUT / "student"), help="the folder student.py wrote")
+    student = Path(parser.parse_args().student)
+    state = load_file(student / "model.safetensors")
     # RoFormer's sinusoid table is fixed, and the crate computes its own. A student continued with `--init` before
     # student.py froze it had it drift (by 0.013, the shipped one among them): write the table transformers makes.
-    fresh = RoFormerForSequenceClassification(RoFormerConfig.from_pretrained(STUDENT))
+    fresh = RoFormerForSequenceClassification(RoFormerConfig.from_pretrained(student))
     state[POSITIONS] = fresh.state_dict()[POSITIONS].clone()
     shipped = {name: (t if name == POSITIONS else t.to(torch.float16)).contiguous()
                for name, t in state.items()}
     SHIPPED.mkdir(parents=True, exist_ok=True)
     save_file(shipped, SHIPPED / "model.safetensors", metadata={"format": "pt"})
     (SHIPPED / "model.safetensors").chmod(0o644)
-    full = json.loads((STUDENT / "config.json").read_text())
+    full = json.loads((student / "config.json").read_text())
     config = {key: full[key] for key in KEEP if key in full}
     config["dtype"] = "float32"
     (SHIPPED / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    vocab = json.loads((STUDENT / "tokenizer.json").read_text())["model"]["vocab"]
+    vocab = json.loads((student / "tokenizer.json").read_text())["model"]["vocab"]
     tokens = sorted(vocab, key=vocab.get)
     assert [vocab[t] for t in tokens] == list(range(len(tokens))), "the student's vocabulary has gaps"
     (SHIPPED / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")

@@ -24,8 +24,10 @@ in f32, with vocab.txt) and its report.json.
 
 Usage: .venv/bin/python scripts/distill/student.py [--epochs 3] [--vocab 9000] [--embedding-size 128] [--layers 3]
        [--pick 0,2,5] [--intermediate 512] [--lr 1e-4] [--hidden-weight 0] [--init FOLDER] [--max-minutes 0 (no limit)]
-`--init` continues training a student folder this script wrote (same transfer set and loss) instead of cutting
-the teacher again.
+       [--transfer transfer.jsonl] [--ema 0] [--out target/distill/student]
+`--init` continues training a student folder this script wrote (same loss) instead of cutting the teacher again.
+`--transfer FILE` reads another transfer set under target/distill (augment.py `--out`). `--ema 0.999` also keeps an
+exponential moving average of the weights and scores it after each epoch beside them; the better of the two is kept.
 """
 
 import argparse
@@ -135,6 +137,10 @@ def main():
     parser.add_argument("--hidden-weight", type=float, default=0.0,
                         help="weight of matching each student layer's [CLS] and mean states to its teacher layer's")
     parser.add_argument("--init", default="", help="continue from this student folder instead of cutting the teacher")
+    parser.add_argument("--transfer", default="transfer.jsonl", help="the transfer set, a file under target/distill")
+    parser.add_argument("--ema", type=float, default=0.0,
+                        help="also score an exponential moving average of the weights (decay, e.g. 0.999) after "
+                             "each epoch, and keep it where it scores higher")
     parser.add_argument("--out", default=str(OUT / "student"))
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -163,7 +169,7 @@ def main():
     print(f"student: {params / 1e6:.2f} M parameters, layers {picks}; dev accuracy before training {initial:.4f}",
           flush=True)
 
-    items = [json.loads(line) for line in open(OUT / "transfer.jsonl", encoding="utf-8")]
+    items = [json.loads(line) for line in open(OUT / args.transfer, encoding="utf-8")]
     texts = [it["text"] for it in items]
     ids = tok(texts, truncation=True, max_length=MAX_LEN)["input_ids"]
     target = torch.tensor([it["logits"] for it in items])
@@ -178,6 +184,10 @@ def main():
                                   lr=args.lr)
     schedule = warmup_then_decay(optimizer, steps)
     ce = torch.nn.CrossEntropyLoss(ignore_index=-100)
+    ema = None
+    if args.ema:
+        ema = torch.optim.swa_utils.AveragedModel(
+            student, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(args.ema))
     start, step, history, best, stop = time.time(), 0, [], (-1.0, None), False
     student.train()
     for epoch in range(args.epochs):
@@ -209,6 +219,8 @@ def main():
             if (gold[idx] >= 0).any():
                 loss = loss + 0.5 * ce(logits, gold[idx])
             update(loss, student, optimizer, schedule)
+            if ema is not None:
+                ema.update_parameters(student)
             step += 1
             minutes = (time.time() - start) / 60
             if step % 200 == 0:
@@ -217,20 +229,29 @@ def main():
                 stop = True
                 break
         acc = accuracy(student, tok, dev_x, dev_y)
-        history.append({"epoch": epoch + 1, "step": step, "minutes": round((time.time() - start) / 60, 1),
-                        "dev_accuracy": acc})
-        print(f"epoch {epoch + 1}: SST-2 dev accuracy {acc:.4f}", flush=True)
-        if acc > best[0]:
-            best = (acc, epoch + 1)
-            out = Path(args.out)
-            student.save_pretrained(out)
-            tok.save_pretrained(out)
+        entry = {"epoch": epoch + 1, "step": step, "minutes": round((time.time() - start) / 60, 1),
+                 "dev_accuracy": acc}
+        candidates = [(acc, student, "")]
+        if ema is not None:
+            entry["dev_accuracy_ema"] = accuracy(ema.module, tok, dev_x, dev_y)
+            candidates.append((entry["dev_accuracy_ema"], ema.module, " ema"))
+        history.append(entry)
+        print(f"epoch {epoch + 1}: SST-2 dev accuracy {acc:.4f}"
+              + (f", the weights' moving average {entry['dev_accuracy_ema']:.4f}" if ema is not None else ""),
+              flush=True)
+        for score, model, which in candidates:
+            if score > best[0]:
+                best = (score, f"{epoch + 1}{which}")
+                out = Path(args.out)
+                model.save_pretrained(out)
+                tok.save_pretrained(out)
         if stop:
             break
     report = {
         "parameters": params, "teacher_layers": picks, "vocab": len(vocab), "embedding_size": args.embedding_size,
         "intermediate": args.intermediate, "transfer_set": len(items), "batch": args.batch, "lr": args.lr,
-        "epochs": args.epochs, "steps": step, "stopped_by_time": stop, "seed": args.seed,
+        "epochs": args.epochs, "transfer": args.transfer, "ema": args.ema, "steps": step, "stopped_by_time": stop,
+        "seed": args.seed,
         "dev_accuracy_before_training": initial, "history": history, "best_epoch": best[1],
         "dev_accuracy": best[0], "minutes": round((time.time() - start) / 60, 1), "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
