@@ -26,8 +26,9 @@ Usage: .venv/bin/python scripts/distill/student.py [--epochs 3] [--vocab 9000] [
        [--pick 0,2,5] [--intermediate 512] [--lr 1e-4] [--hidden-weight 0] [--init FOLDER] [--max-minutes 0 (no limit)]
        [--transfer transfer.jsonl] [--ema 0] [--out target/distill/student]
 `--init` continues training a student folder this script wrote (same loss) instead of cutting the teacher again.
-`--transfer FILE` reads another transfer set under target/distill (augment.py `--out`). `--ema 0.999` also keeps an
-exponential moving average of the weights and scores it after each epoch beside them; the better of the two is kept.
+`--transfer FILE[,FILE]` reads other transfer sets under target/distill (augment.py `--out`), each sentence once.
+`--ema 0.999` also keeps an exponential moving average of the weights and scores it after each epoch beside them;
+the better of the two is kept.
 """
 
 import argparse
@@ -137,7 +138,8 @@ def main():
     parser.add_argument("--hidden-weight", type=float, default=0.0,
                         help="weight of matching each student layer's [CLS] and mean states to its teacher layer's")
     parser.add_argument("--init", default="", help="continue from this student folder instead of cutting the teacher")
-    parser.add_argument("--transfer", default="transfer.jsonl", help="the transfer set, a file under target/distill")
+    parser.add_argument("--transfer", default="transfer.jsonl",
+                        help="the transfer set, a file under target/distill, or several joined by commas")
     parser.add_argument("--ema", type=float, default=0.0,
                         help="also score an exponential moving average of the weights (decay, e.g. 0.999) after "
                              "each epoch, and keep it where it scores higher")
@@ -169,7 +171,14 @@ def main():
     print(f"student: {params / 1e6:.2f} M parameters, layers {picks}; dev accuracy before training {initial:.4f}",
           flush=True)
 
-    items = [json.loads(line) for line in open(OUT / args.transfer, encoding="utf-8")]
+    items, seen = [], set()
+    for name in args.transfer.split(","):
+        for line in open(OUT / name, encoding="utf-8"):
+            item = json.loads(line)
+            # Sets drawn from the same training sentences share them (and some augmented ones): once each.
+            if item["text"] not in seen:
+                seen.add(item["text"])
+                items.append(item)
     texts = [it["text"] for it in items]
     ids = tok(texts, truncation=True, max_length=MAX_LEN)["input_ids"]
     target = torch.tensor([it["logits"] for it in items])
