@@ -22,7 +22,7 @@ def read_tsv(path):
 
 
 def bf16(enabled):
-    """Autocast to bf16 on the CPU where `enabled` (the teacher.py --bf16 runs), a no-op otherwise."""
+    """Autocast to bf16 on the CPU where `enabled` (the mpnet teacher's training and labelling), a no-op otherwise."""
     return torch.autocast("cpu", dtype=torch.bfloat16) if enabled else contextlib.nullcontext()
 
 

@@ -104,7 +104,8 @@ def main():
     )
     train_x, train_y = read_tsv(GLUE / "train.tsv")
     dev_x, dev_y = read_tsv(GLUE / "dev.tsv")
-    lengths = [len(x) for x in tok(train_x, truncation=True, max_length=MAX_LEN)["input_ids"]]
+    if base["length_batches"]:
+        lengths = [len(x) for x in tok(train_x, truncation=True, max_length=MAX_LEN)["input_ids"]]
     batch = 32
     steps = args.epochs * math.ceil(len(train_x) / batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=base["lr"], weight_decay=0.01)
