@@ -3,6 +3,10 @@
 """Writes the student (target/distill/student, or `--student FOLDER`) as the crate's built-in model,
 models/roformer-sst2/, and the reference outputs that pin it, tests/fixtures/bundled/reference.json.
 
+`--student A,B,C` writes the mean of several students' weights instead (a uniform "model soup", Wortsman et al.
+2022): students of one shape trained from the same starting point, whose average often generalises better than
+each. The config and tokenizer are the first folder's.
+
 - model.safetensors holds every weight in f16 (half the bytes of f32, which the crate's 10 MiB leaves no room for),
   except `roformer.encoder.embed_positions.weight`: that is the sinusoid table, kept in f32 as transformers makes it
   (the crate computes its own and ignores this tensor).
@@ -40,9 +44,15 @@ KEEP = ["vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--student", default=str(OUT / "student"), help="the folder student.py wrote")
-    student = Path(parser.parse_args().student)
-    state = load_file(student / "model.safetensors")
+    parser.add_argument("--student", default=str(OUT / "student"),
+                        help="the folder student.py wrote, or several, comma-separated, to average")
+    folders = [Path(f) for f in parser.parse_args().student.split(",")]
+    student = folders[0]
+    states = [load_file(f / "model.safetensors") for f in folders]
+    for f, other in zip(folders[1:], states[1:]):
+        shapes = lambda state: {name: tuple(t.shape) for name, t in state.items()}
+        assert shapes(other) == shapes(states[0]), f"{f} does not have {student}'s tensors"
+    state = {name: (sum(s[name].double() for s in states) / len(states)).to(t.dtype) for name, t in states[0].items()}
     # RoFormer's sinusoid table is fixed, and the crate computes its own. A student continued with `--init` before
     # student.py froze it had it drift (by 0.013, the shipped one among them): write the table transformers makes.
     fresh = RoFormerForSequenceClassification(RoFormerConfig.from_pretrained(student))
