@@ -49,7 +49,7 @@ pub(crate) fn add_norm(
 
 multiversion! {
     fn rows(x: &[f32], r: Option<&[f32]>, affine: Option<(&[f32], &[f32])>, out: &mut [MaybeUninit<f32>], width: usize, eps: f32) {
-        assert!(x.len() == out.len() && r.is_none_or(|r| r.len() == out.len()) && out.len() % width.max(1) == 0);
+        assert!(x.len() == out.len() && r.is_none_or(|r| r.len() == out.len()) && out.len().is_multiple_of(width.max(1)));
         for (row, out) in out.chunks_mut(width).enumerate() {
             let x = &x[row * width..row * width + width];
             match r {
