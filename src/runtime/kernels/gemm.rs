@@ -112,17 +112,19 @@ impl Plan {
         // how fast the weights stream in. Longer inputs take blocks of `block_rows` (56 for the
         // register kernels), whose packed input stays in L1 and L2 while a task streams a group of
         // panels.
-        let tiles_per_block = if m <= 224 { tiles.len().max(1) } else { block_rows.div_ceil(mr) };
-        let blocks = tiles.len().div_ceil(tiles_per_block);
+        // The blocks are evened out (25 tiles make blocks of 7, 7, 7 and 4, not 8, 8, 8 and 1).
+        let most = if m <= 224 { tiles.len().max(1) } else { block_rows.div_ceil(mr) };
+        let blocks = tiles.len().div_ceil(most);
+        let tiles_per_block = tiles.len().div_ceil(blocks.max(1)).max(1);
         let panels = n.div_ceil(nr);
-        // Groups of 256 columns when the rows give enough tasks, else few enough columns that
-        // each thread gets 8 tasks.
+        // Groups of at most 256 columns, and few enough columns that each thread gets 8 tasks:
+        // the tasks are the unit of balance, and with 12 tasks for 2 threads (a 768-wide product
+        // of 800 rows) the last one left a thread idle for a tenth of the product.
         let panels_per_task = if !parallel {
             panels.max(1)
-        } else if blocks > 1 {
-            (256 / nr).max(1)
         } else {
-            panels.div_ceil(8 * rayon::current_num_threads()).max(1)
+            let groups = (8 * rayon::current_num_threads()).div_ceil(blocks.max(1));
+            panels.div_ceil(groups).clamp(1, (256 / nr).max(1))
         };
         Self { tiles, tiles_per_block, panels, panels_per_task, parallel }
     }
