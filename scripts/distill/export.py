@@ -49,9 +49,9 @@ def main():
     folders = [Path(f) for f in parser.parse_args().student.split(",")]
     student = folders[0]
     states = [load_file(f / "model.safetensors") for f in folders]
-    for f, other in zip(folders[1:], states[1:]):
-        shapes = lambda state: {name: tuple(t.shape) for name, t in state.items()}
-        assert shapes(other) == shapes(states[0]), f"{f} does not have {student}'s tensors"
+    shapes = [{name: tuple(t.shape) for name, t in state.items()} for state in states]
+    for f, other in zip(folders[1:], shapes[1:]):
+        assert other == shapes[0], f"{f} does not have {student}'s tensors"
     state = {name: (sum(s[name].double() for s in states) / len(states)).to(t.dtype) for name, t in states[0].items()}
     # RoFormer's sinusoid table is fixed, and the crate computes its own. A student continued with `--init` before
     # student.py froze it had it drift (by 0.013, the shipped one among them): write the table transformers makes.

@@ -302,13 +302,7 @@ multiversion! {
                         for k0 in (0..k).step_by(16) {
                             let depth = 16.min(k - k0);
                             let mut block = [[0f32; 16]; 16];
-                            for (j, line) in block.iter_mut().enumerate().take(width) {
-                                let row = &data[(p * nr + j0 + j) * ld + k0..][..depth];
-                                match <&[f32; 16]>::try_from(row) {
-                                    Ok(whole) => *line = *whole,
-                                    Err(_) => line[..depth].copy_from_slice(row),
-                                }
-                            }
+                            load_block(&mut block, data, ld, p * nr + j0, width, k0, depth);
                             for kk in 0..depth {
                                 let step = &mut panel[(k0 + kk) * nr + j0..][..width];
                                 for (j, slot) in step.iter_mut().enumerate() {
@@ -329,6 +323,30 @@ multiversion! {
                     step[cols..].fill(0.0);
                 }
             }
+        }
+    }
+}
+
+/// Copies `rows` (≤ 16) rows of `data`, `ld` apart from row `first`, their values k0..k0 + depth
+/// (depth ≤ 16), into the first lines of `block`: the load half of packing through a 16 × 16 block,
+/// which `multiply_f32`'s rows and `pack_panels`' keys share. Lines past `rows` and values past
+/// `depth` keep what they held.
+#[inline(always)]
+fn load_block(
+    block: &mut [[f32; 16]; 16],
+    data: &[f32],
+    ld: usize,
+    first: usize,
+    rows: usize,
+    k0: usize,
+    depth: usize,
+) {
+    for (r, line) in block.iter_mut().enumerate().take(rows) {
+        let source = &data[(first + r) * ld + k0..][..depth];
+        // A whole line as one fixed-size copy: as a slice copy it was a call to memmove.
+        match <&[f32; 16]>::try_from(source) {
+            Ok(whole) => *line = *whole,
+            Err(_) => line[..depth].copy_from_slice(source),
         }
     }
 }
@@ -392,14 +410,7 @@ pub(crate) unsafe fn multiply_f32(
         let mut block = [[0f32; 16]; 16];
         for k0 in (0..depth).step_by(16) {
             let width = 16.min(depth - k0);
-            for (r, line) in block.iter_mut().enumerate().take(rows) {
-                let source = &a[(row + r) * lda + k0..][..width];
-                // A whole line as one fixed-size copy: as a slice copy it was a call to memmove.
-                match <&[f32; 16]>::try_from(source) {
-                    Ok(whole) => *line = *whole,
-                    Err(_) => line[..width].copy_from_slice(source),
-                }
-            }
+            load_block(&mut block, a, lda, row, rows, k0, width);
             for (kk, step) in dst[k0 * stride..].chunks_exact_mut(stride).take(width).enumerate() {
                 for (slot, line) in step.iter_mut().zip(&block) {
                     *slot = line[kk];
