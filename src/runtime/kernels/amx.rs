@@ -423,15 +423,19 @@ pub(crate) fn int8_peak() -> f64 {
     iterations as f64 * 4.0 * (16.0 * 16.0 * 64.0) / seconds / 1e12
 }
 
-/// [`sums`] at K = 768 over operands that stay in L1, in int8 TMAC/s on the calling thread, and
-/// the rate the same tile loads alone allow (as the multiply-adds they would feed).
+/// [`sums`] at K = 768 in int8 TMAC/s on the calling thread: over operands that stay in L1 (one
+/// 32-row input tile, one weight panel); over inputs from L2 (a product's block of 8 input tiles,
+/// 192 KiB, one after another against the same panel, as the product's tasks run them); and the
+/// rate the same tile loads alone allow, as the multiply-adds they would feed.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn int8_program_rates() -> (f64, f64) {
+pub(crate) fn int8_program_rates() -> super::probe::ProgramRates {
     const STEPS: usize = 768 / 4;
+    const TILES: usize = 8;
+    let lda = STEPS * 4;
     // On 64-byte lines, as the product's packed operands are: a tile row across two lines loads
     // both.
     let (mut a, mut b) = (
-        super::gemm::Aligned::<u8>::zeros(32 * STEPS * 4),
+        super::gemm::Aligned::<u8>::zeros(TILES * 32 * lda),
         super::gemm::Aligned::<u8>::zeros(STEPS * PANEL_STEP),
     );
     a.as_mut_slice().fill(1);
@@ -441,15 +445,18 @@ pub(crate) fn int8_program_rates() -> (f64, f64) {
     let mut unit = unsafe { Tmm::configured() };
     let calls = 20_000;
     let macs = calls as f64 * (32.0 * 32.0 * 768.0);
-    let start = std::time::Instant::now();
-    with_sums(|acc| {
-        for _ in 0..calls {
-            sums(&mut unit, Dot::U8S8, a, b, STEPS, 32, acc);
-            std::hint::black_box(&mut *acc);
-        }
-    });
-    let program = macs / start.elapsed().as_secs_f64() / 1e12;
-    let lda = STEPS * 4;
+    let mut program = |tiles: usize| {
+        let start = std::time::Instant::now();
+        with_sums(|acc| {
+            for call in 0..calls {
+                let tile = &a[(call % tiles) * 32 * lda..][..32 * lda];
+                sums(&mut unit, Dot::U8S8, tile, b, STEPS, 32, acc);
+                std::hint::black_box(&mut *acc);
+            }
+        });
+        macs / start.elapsed().as_secs_f64() / 1e12
+    };
+    let (l1, l2_inputs) = (program(1), program(TILES));
     let start = std::time::Instant::now();
     for _ in 0..calls {
         for chunk in 0..lda / ROW_BYTES {
@@ -460,7 +467,7 @@ pub(crate) fn int8_program_rates() -> (f64, f64) {
         }
     }
     let loads = macs / start.elapsed().as_secs_f64() / 1e12;
-    (program, loads)
+    super::probe::ProgramRates { l1, l2_inputs, loads }
 }
 
 /// The int8 tile program over one tile of `t`: its i32 sums, row r column j at `acc[32 r + j]`.

@@ -94,12 +94,22 @@ pub fn amx_int8_peak() -> Option<f64> {
     None
 }
 
-/// The int8 tile program's own rate on operands that stay in L1 (one 32-row tile of inputs and one
-/// weight panel, K = 768), without quantizing or the epilogue, and the rate its tile loads alone
-/// would allow (the same loads, no products, counted as the products they feed), both in int8
-/// TMAC/s on the calling thread: what the program's shape allows, beside [`amx_int8_peak`].
-/// `None` where the unit is not usable.
-pub fn amx_int8_program() -> Option<(f64, f64)> {
+/// The int8 tile program's own rates (K = 768, without quantizing or the epilogue, zeroing and
+/// storing its accumulators on every call as the product does), in int8 TMAC/s on the calling
+/// thread: what the program's shape allows, beside [`amx_int8_peak`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProgramRates {
+    /// On operands that stay in L1: one 32-row tile of inputs and one weight panel.
+    pub l1: f64,
+    /// On inputs from L2: a block of 8 input tiles (192 KiB) against one weight panel, as a
+    /// product's task runs them.
+    pub l2_inputs: f64,
+    /// The L1 program's tile loads alone, counted as the products they would feed.
+    pub loads: f64,
+}
+
+/// [`ProgramRates`] on this CPU; `None` where the unit is not usable.
+pub fn amx_int8_program() -> Option<ProgramRates> {
     #[cfg(target_arch = "x86_64")]
     if super::amx::usable() {
         return Some(super::amx::int8_program_rates());
