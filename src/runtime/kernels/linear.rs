@@ -5,7 +5,7 @@ use candle_core::Tensor;
 use rayon::prelude::*;
 
 use super::gemm::{PackedBf16, PackedF32, PackedI8};
-use super::{math, multiversion, tensor, View};
+use super::{math, multiversion, View};
 use crate::error::{candle_bail, Result};
 use crate::runtime::activation::Activation;
 
@@ -71,14 +71,20 @@ pub(crate) fn linear_packed(
     let a = View::new(&xs)?;
     let bias = bias.map(View::new).transpose()?;
     let bias = bias.as_ref().map(View::slice);
-    // SAFETY: the matmul writes all m × n outputs.
-    let mut out = unsafe { super::written_by(m * n, |out| weight.matmul(a.slice(), m, bias, out)) };
-    apply(&mut out, n, activation);
     let mut out_dims = dims.to_vec();
     if let Some(last) = out_dims.last_mut() {
         *last = n;
     }
-    tensor(out, &out_dims)
+    let fill = |out| {
+        // SAFETY: `out` is valid for m × n writes (`written_tensor`); the matmul writes them all,
+        // and only then does the activation read them.
+        unsafe {
+            weight.matmul(a.slice(), m, bias, out);
+            apply(std::slice::from_raw_parts_mut(out, m * n), n, activation);
+        }
+    };
+    // SAFETY: `fill` writes all m × n outputs.
+    unsafe { super::written_tensor(&out_dims, fill) }
 }
 
 /// Applies `activation` in place to rows of `width`, in parallel.
