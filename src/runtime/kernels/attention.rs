@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::gemm::{multiply_f32, pack_panels, Aligned, Panels, Source, Start};
 use super::tile_f32::F32Kernel;
-use super::{math, multiversion, Level, SendPtr, View};
+use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};
 
 /// Queries per task, and keys per step of the online softmax (rounded down to a multiple of the
@@ -128,52 +128,51 @@ pub(crate) fn attention(
     }
     let panels_ref = panels.as_slice();
 
-    let fill = |out| {
-        let out_ptr = SendPtr(out);
-        let tasks: Vec<(usize, usize, usize)> = pairs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &(s, _))| (0..segments.spans[s].1).step_by(QUERY_BLOCK).map(move |q| (i, s, q)))
-            .collect();
-        let rotated = &rotated[..];
-        tasks.into_par_iter().for_each(|(i, s, q0)| {
-            let (start, len) = segments.spans[s];
-            let h = pairs[i].1;
-            let (k_size, _) = sizes(len);
-            let part = &panels_ref[offsets[i]..];
-            let rows = QUERY_BLOCK.min(len - q0);
-            let job = Block {
-                kernel,
-                queries: &rotated[(start + q0) * rotated_width + h * head_dim..],
-                query_stride: rotated_width,
-                keys: &part[..k_size],
-                values: &part[k_size..],
-                head_dim,
-                len,
-                q0,
-                rows,
-                key_bias: segments.key_bias.map(|b| &b[start..start + len]),
-                causal: segments.causal,
+    let mut out = Vec::with_capacity(tokens * hidden);
+    let out_ptr = SendPtr(out.as_mut_ptr());
+    let tasks: Vec<(usize, usize, usize)> = pairs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(s, _))| (0..segments.spans[s].1).step_by(QUERY_BLOCK).map(move |q| (i, s, q)))
+        .collect();
+    let rotated = &rotated[..];
+    tasks.into_par_iter().for_each(|(i, s, q0)| {
+        let (start, len) = segments.spans[s];
+        let h = pairs[i].1;
+        let (k_size, _) = sizes(len);
+        let part = &panels_ref[offsets[i]..];
+        let rows = QUERY_BLOCK.min(len - q0);
+        let job = Block {
+            kernel,
+            queries: &rotated[(start + q0) * rotated_width + h * head_dim..],
+            query_stride: rotated_width,
+            keys: &part[..k_size],
+            values: &part[k_size..],
+            head_dim,
+            len,
+            q0,
+            rows,
+            key_bias: segments.key_bias.map(|b| &b[start..start + len]),
+            causal: segments.causal,
+        };
+        let mut context = vec![0f32; rows * head_dim];
+        job.run(&mut context);
+        for (i, row) in context.chunks(head_dim).enumerate() {
+            // SAFETY: this task alone writes these columns of these rows, inside `out`'s
+            // capacity of tokens × hidden.
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    out_ptr.get().wrapping_add((start + q0 + i) * hidden + h * head_dim),
+                    head_dim,
+                )
             };
-            let mut context = vec![0f32; rows * head_dim];
-            job.run(&mut context);
-            for (i, row) in context.chunks(head_dim).enumerate() {
-                // SAFETY: this task alone writes these columns of these rows, inside `out`'s
-                // capacity of tokens × hidden.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        out_ptr.get().wrapping_add((start + q0 + i) * hidden + h * head_dim),
-                        head_dim,
-                    )
-                };
-                dst.copy_from_slice(row);
-            }
-        });
-    };
-    // SAFETY: the tasks cover every (token, head) cell: each span's rows, all heads.
-    let out = unsafe { super::written_tensor(&[tokens, hidden], fill) };
+            dst.copy_from_slice(row);
+        }
+    });
     panels.recycle();
-    out
+    // SAFETY: the tasks covered every (token, head) cell: each span's rows, all heads.
+    unsafe { out.set_len(tokens * hidden) };
+    tensor(out, &[tokens, hidden])
 }
 
 multiversion! {
@@ -359,7 +358,6 @@ multiversion! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::kernels::tensor;
     use candle_core::Device;
 
     /// Values in [-2, 2).

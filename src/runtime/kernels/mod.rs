@@ -98,9 +98,10 @@ pub(crate) fn tensor(data: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
 /// them first. The first float sits on a 64-byte line (the tensor views a buffer up to 15 floats
 /// longer), so rows of a width of 16 floats start on lines too, and each 32-column panel of a
 /// product writes whole lines, none shared with the task that writes the next panel: a `Vec`'s
-/// floats mostly start 16 to 48 bytes into a line. For the products and attention, whose outputs
-/// come from many tasks, end to end at `amx`: int8 2.5% and bf16 4.9% faster, f32 within the
-/// noise (docs/speed.md).
+/// floats mostly start 16 to 48 bytes into a line. The products' outputs only: alternated runs of
+/// the base model on SST-2 dev (2-core AMX Xeon) gave int8 4 to 6% faster at `amx`, bf16 1.4%,
+/// the other levels within the noise; the norm's and attention's outputs on lines ran either
+/// faster or 6 to 10% slower from run to run (docs/speed.md).
 ///
 /// # Safety
 /// As [`written_by`], for the product of `dims` elements.

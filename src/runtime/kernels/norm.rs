@@ -31,8 +31,8 @@ pub(crate) fn add_norm(
         affine.map(|(w, b)| Ok::<_, crate::error::Error>((View::new(w)?, View::new(b)?))).transpose()?;
     // Left uninitialised, not zeroed: `rows` writes every element before it reads any, and zeroing
     // a buffer of this size (a whole batch's hidden states) took 1% of an int8 forward.
-    // A plain `Vec`, not `written_tensor`'s lines: there, alternated runs of the int8 engine were
-    // either faster or about 8% slower, with the norm reading two rows as it writes a third.
+    // A plain `Vec`, not `written_tensor`'s lines: there, the int8 engine ran either faster or
+    // about 8% slower from run to run.
     let len = x.slice().len();
     let mut out: Vec<f32> = Vec::with_capacity(len);
     let rows_per_task = (8192 / width.max(1)).max(1);
