@@ -175,6 +175,18 @@ impl Plan {
         bias: Option<&[f32]>,
         tile: impl Fn(usize, usize, usize, &[f32]) + Sync,
     ) {
+        self.run_panels(n, nr, bias, |tiles, p, cols, bias| tiles.for_each(|t| tile(t, p, cols, bias)));
+    }
+
+    /// As [`Plan::run_tiles`], with each task's tiles of one panel together: `panel(tiles, p,
+    /// cols, bias)`.
+    fn run_panels(
+        &self,
+        n: usize,
+        nr: usize,
+        bias: Option<&[f32]>,
+        panel: impl Fn(Range<usize>, usize, usize, &[f32]) + Sync,
+    ) {
         self.run(|tiles, panels| {
             for p in panels {
                 let cols = nr.min(n - p * nr);
@@ -182,9 +194,7 @@ impl Plan {
                 if let Some(bias) = bias {
                     bias_panel[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
                 }
-                for t in tiles.clone() {
-                    tile(t, p, cols, &bias_panel[..nr]);
-                }
+                panel(tiles.clone(), p, cols, &bias_panel[..nr]);
             }
         });
     }
@@ -773,22 +783,26 @@ impl PackedBf16 {
         );
         let panel = steps * 2 * nr;
         let (out, inputs, weights) = (SendPtr(out), packed.as_slice(), self.panels.as_slice());
-        plan.run_tiles(n, nr, bias, |t, p, cols, bias| {
-            let (row, rows) = plan.tiles[t];
-            let tile = Bf16Tile {
-                rows,
-                cols,
-                steps,
-                a: &inputs[t * tile_dwords..(t + 1) * tile_dwords],
-                b: &weights[p * panel..(p + 1) * panel],
-                bias,
-                // The pointer stays inside `out`: row < m, p·nr < n.
-                c: out.get().wrapping_add(row * n + p * nr),
-                ldc: n,
-            };
-            // SAFETY: the kernel is one this CPU runs; this task alone writes these rows of panel
-            // p's columns, inside `out` as the caller promises.
-            unsafe { (kernel.tile)(&tile) };
+        plan.run_panels(n, nr, bias, |tiles, p, cols, bias| {
+            let tiles: Vec<Bf16Tile> = tiles
+                .map(|t| {
+                    let (row, rows) = plan.tiles[t];
+                    Bf16Tile {
+                        rows,
+                        cols,
+                        steps,
+                        a: &inputs[t * tile_dwords..(t + 1) * tile_dwords],
+                        b: &weights[p * panel..(p + 1) * panel],
+                        bias,
+                        // The pointer stays inside `out`: row < m, p·nr < n.
+                        c: out.get().wrapping_add(row * n + p * nr),
+                        ldc: n,
+                    }
+                })
+                .collect();
+            // SAFETY: the kernel is one this CPU runs; this task alone writes these tiles' rows of
+            // panel p's columns, inside `out` as the caller promises.
+            unsafe { (kernel.tiles)(&tiles) };
         });
         packed.recycle();
     }

@@ -49,6 +49,13 @@ impl Bf16Tile<'_> {
         );
     }
 
+    /// The tile program's view of the operands.
+    #[cfg(any(test, target_arch = "x86_64"))]
+    pub(super) fn operands(&self) -> super::amx::Operands<'_> {
+        use super::amx::as_bytes;
+        super::amx::Operands { a: as_bytes(self.a), b: as_bytes(self.b), steps: self.steps, rows: self.rows }
+    }
+
     /// Writes row `r`'s `cols` sums plus the bias: the model unit's epilogue in the tests (the
     /// kernels write theirs with AVX-512).
     ///
@@ -76,19 +83,19 @@ pub(crate) struct Bf16Kernel {
     pub pairs: bool,
     /// How a tile's packed input holds its rows.
     pub input: Input,
-    /// Computes one tile.
+    /// Computes tiles of one panel (each its own rows, all at one depth).
     ///
     /// # Safety
-    /// The CPU runs the kernel's instruction set, and `c` is valid for the tile's writes.
-    pub tile: unsafe fn(&Bf16Tile),
+    /// The CPU runs the kernel's instruction set, and each tile's `c` is valid for its writes.
+    pub tiles: unsafe fn(&[Bf16Tile]),
 }
 
 impl Bf16Kernel {
-    /// The AMX tile program's shape around `tile` (the unit's, or the tests' model of it): 32 ×
+    /// The AMX tile program's shape around `tiles` (the unit's, or the tests' model of it): 32 ×
     /// 32, inputs in tile rows, on the AVX-512 BF16 kernel's panels (32 columns, 2 k per column).
     #[cfg_attr(not(any(test, target_arch = "x86_64")), allow(dead_code))]
-    pub(crate) const fn tile_program(tile: unsafe fn(&Bf16Tile)) -> Bf16Kernel {
-        Bf16Kernel { mr: 32, nr: 32, a_stride: 0, pairs: true, input: Input::Rows, tile }
+    pub(crate) const fn tile_program(tiles: unsafe fn(&[Bf16Tile])) -> Bf16Kernel {
+        Bf16Kernel { mr: 32, nr: 32, a_stride: 0, pairs: true, input: Input::Rows, tiles }
     }
 
     /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
@@ -116,10 +123,10 @@ impl Bf16Kernel {
 
 #[cfg(target_arch = "x86_64")]
 static AVX512_BF16: Bf16Kernel =
-    Bf16Kernel { mr: 14, nr: 32, a_stride: 16, pairs: true, input: Input::Lines, tile: avx512_bf16::tile };
+    Bf16Kernel { mr: 14, nr: 32, a_stride: 16, pairs: true, input: Input::Lines, tiles: avx512_bf16::tiles };
 /// The AMX tile program on the AVX-512 BF16 kernel's panels (32 columns, 2 k per column).
 #[cfg(target_arch = "x86_64")]
-static AMX: Bf16Kernel = Bf16Kernel::tile_program(amx_tile);
+static AMX: Bf16Kernel = Bf16Kernel::tile_program(amx_tiles);
 
 /// The fewest rows for which the AMX program beats the AVX-512 BF16 kernel, measured with
 /// `cargo bench --bench kernels -- gemm` (docs/speed.md).
@@ -185,20 +192,19 @@ super::multiversion! {
     }
 }
 
-/// The `amx` level's bf16 tile: the tile program's f32 sums on the unit, plus the bias.
+/// The `amx` level's bf16 tiles: the tile program's f32 sums on the unit, plus the bias.
 ///
 /// # Safety
-/// The CPU runs the `amx` level, and `t.c` is valid for the tile's writes.
+/// The CPU runs the `amx` level, and each tile's `c` is valid for its writes.
 #[cfg(target_arch = "x86_64")]
-unsafe fn amx_tile(t: &Bf16Tile) {
-    use super::amx::{as_bytes, sums, with_sums, Dot, Tmm};
-    t.check(&AMX);
+unsafe fn amx_tiles(tiles: &[Bf16Tile]) {
+    use super::amx::{column_sums, Dot, Tmm};
+    tiles.iter().for_each(|t| t.check(&AMX));
     // SAFETY: the level in force is `amx`, which only a usable unit supports.
     let mut unit = unsafe { Tmm::configured() };
-    with_sums(|acc| {
-        sums(&mut unit, Dot::Bf16, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, acc);
+    column_sums(&mut unit, Dot::Bf16, tiles.iter().map(Bf16Tile::operands), |i, acc| {
         // SAFETY: `amx` implies AVX-512; the tile was checked; the caller vouches for `c`.
-        unsafe { avx512_bf16::store_sums(t, acc) }
+        unsafe { avx512_bf16::store_sums(&tiles[i], acc) }
     })
 }
 
@@ -216,8 +222,15 @@ mod avx512_bf16 {
     const STRIDE: usize = 16;
 
     /// # Safety
-    /// The CPU has AVX-512F, BW and BF16, and `t.c` is valid for the tile's writes.
-    pub(super) unsafe fn tile(t: &Bf16Tile) {
+    /// The CPU has AVX-512F, BW and BF16, and each tile's `c` is valid for its writes.
+    pub(super) unsafe fn tiles(tiles: &[Bf16Tile]) {
+        // SAFETY: as the caller promises.
+        tiles.iter().for_each(|t| unsafe { tile(t) })
+    }
+
+    /// # Safety
+    /// As [`tiles`], for one.
+    unsafe fn tile(t: &Bf16Tile) {
         t.check(&AVX512_BF16);
         // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
         unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
