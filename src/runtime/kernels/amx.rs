@@ -657,9 +657,9 @@ mod tests {
 
     static MODEL: I8Kernel = I8Kernel::tile_program(model_tile);
 
-    /// Shapes with one and two row blocks, partial last tiles, depths of a partial chunk, whole
-    /// chunks and whole chunks plus a tail, partial and several panels.
-    const SHAPES: [(usize, usize, usize); 9] = [
+    /// Shapes with one and two row blocks (past 512 rows), partial last tiles, depths of a partial
+    /// chunk, whole chunks and whole chunks plus a tail, partial and several panels.
+    const SHAPES: [(usize, usize, usize); 10] = [
         (1, 3, 1),
         (5, 64, 32),
         (16, 70, 45),
@@ -669,6 +669,7 @@ mod tests {
         (100, 65, 31),
         (230, 768, 40),
         (64, 1000, 96),
+        (530, 64, 33),
     ];
 
     fn run(packed: &PackedI8, m: usize, seed: u64) -> Vec<f32> {
