@@ -499,8 +499,12 @@ pub(crate) fn sums(
     rows: usize,
     acc: &mut [i32; 32 * 32],
 ) {
-    let chunks = super::gemm::row_dwords(steps) * 4 / ROW_BYTES;
-    sums_over(unit, dot, Operands { a, b, steps, rows }, 0..chunks, false, acc)
+    sums_over(unit, dot, Operands { a, b, steps, rows }, 0..chunks(steps), false, acc)
+}
+
+/// Chunks of 16 steps (one tile row of each input row) in a depth of `steps`, the last padded.
+fn chunks(steps: usize) -> usize {
+    super::gemm::row_dwords(steps) * 4 / ROW_BYTES
 }
 
 /// One tile's operands, as [`sums`] takes them.
@@ -599,7 +603,7 @@ pub(crate) fn column_sums<'a>(
     mut done: impl FnMut(usize, &[i32; 32 * 32]),
 ) {
     let Some(first) = tiles.clone().next() else { return };
-    let chunks = super::gemm::row_dwords(first.steps) * 4 / ROW_BYTES;
+    let chunks = chunks(first.steps);
     if chunks <= DEPTH_BLOCK || chunks > 2 * DEPTH_BLOCK || tiles.len() == 1 {
         with_sums(|acc| {
             for (i, tile) in tiles.enumerate() {
