@@ -65,6 +65,9 @@ pub struct RunArgs {
     /// RoPE scaling for inputs past the trained length: linear:4, dynamic:2 or yarn:4.
     #[arg(long)]
     pub rope_scaling: Option<roformer::RopeScaling>,
+    /// Threads of the inference pool (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 impl RunArgs {
@@ -84,6 +87,9 @@ impl RunArgs {
         }
         if let Some(scaling) = &self.rope_scaling {
             options = options.with_rope_scaling(scaling.clone());
+        }
+        if let Some(threads) = self.threads {
+            options = options.with_threads(threads);
         }
         Ok(options)
     }

@@ -90,9 +90,6 @@ pub struct Args {
     /// answers them 422 instead).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, env = "AUTO_TRUNCATE")]
     pub auto_truncate: bool,
-    /// Threads of the inference pool (default: one per core).
-    #[arg(long, env = "THREADS")]
-    pub threads: Option<usize>,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 2_000_000, env = "PAYLOAD_LIMIT")]
     pub payload_limit: usize,
@@ -116,7 +113,7 @@ pub struct Args {
 
 /// The environment variables of the flags shared with the library's examples (`RunArgs`), named
 /// as TEI names its own (`REVISION`, `DTYPE`) and, for ours, in the same style.
-const RUN_ENV: [(&str, &str); 7] = [
+const RUN_ENV: [(&str, &str); 8] = [
     ("revision", "REVISION"),
     ("dtype", "DTYPE"),
     ("device", "DEVICE"),
@@ -124,6 +121,7 @@ const RUN_ENV: [(&str, &str); 7] = [
     ("max_length", "MAX_LENGTH"),
     ("quantize", "QUANTIZE"),
     ("rope_scaling", "ROPE_SCALING"),
+    ("threads", "THREADS"),
 ];
 
 /// `--pooling`: the library's poolings, or SPLADE, which a masked-LM head computes.

@@ -156,9 +156,6 @@ fn load(
     if let Some(cache) = &args.huggingface_hub_cache {
         options.hub.cache_dir = cache.clone();
     }
-    if let Some(threads) = args.threads {
-        options = options.with_threads(threads);
-    }
     let compute_type = if options.device.is_cpu() { "cpu" } else { "gpu" };
     let dir = options
         .hub

@@ -236,3 +236,34 @@ fn tei_flags_without_a_meaning_here_are_refused_by_name() {
         assert!(!out.status.success() && stderr.contains(message), "{flags:?}: {stderr}");
     }
 }
+
+/// `--threads` and TEI's `THREADS` reach the inference pool: a count of 0 is refused by name
+/// either way. (A server that ignored it would start and serve: that fails here after 60 s.)
+#[test]
+fn threads_come_from_the_flag_or_its_variable() {
+    for (flags, env) in [(&["--threads", "0"][..], None), (&[][..], Some(("THREADS", "0")))] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_roformer-serve"));
+        command.args(["--model", &model("cls"), "--port", "0", "--prometheus-port", "0"]).args(flags);
+        if let Some((name, value)) = env {
+            command.env(name, value);
+        }
+        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("{flags:?} {env:?}: the server started with 0 threads");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(
+            !status.success() && stderr.contains("threads must be at least 1"),
+            "{flags:?} {env:?}: {stderr}"
+        );
+    }
+}
