@@ -1,5 +1,6 @@
 //! Sentences per second of the classifier pipeline (tokenize, batch, forward, softmax) on the bundled
-//! model, over the tokenizer corpus. `cargo bench --bench classify`; `scripts/bench/bench_classify.py` is the peer.
+//! model, over the tokenizer corpus, on 2 threads as its peer is. `cargo bench --bench classify`;
+//! `scripts/bench/bench_classify.py` is the peer.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roformer::{PipelineOptions, TextClassifier};
@@ -15,7 +16,7 @@ fn bench(c: &mut Criterion) {
     for batch_size in [1, 32] {
         let classifier = TextClassifier::from_pretrained_with(
             model,
-            PipelineOptions::default().with_batch_size(batch_size),
+            PipelineOptions::default().with_batch_size(batch_size).with_threads(2),
         )
         .unwrap();
         group.bench_function(format!("batch_{batch_size}"), |b| {

@@ -1,8 +1,9 @@
 //! Batch-1 latency of the classifier pipeline on inputs of exactly N tokens, for
 //! `scripts/bench/bench_e2e.py` (which runs the Python peers on the same inputs in the same run).
 //!
-//! `cargo bench --bench latency -- <model dir> <tokens>[,<tokens>...] [int8] [runs]` prints one
-//! line per length: `tokens=N median_ms=M p90_ms=P`.
+//! `cargo bench --bench latency -- <model dir> <tokens>[,<tokens>...] [f32|int8|bf16] [runs]
+//! [threads]` prints one line per length: `tokens=N median_ms=M p90_ms=P`. The pipeline runs on
+//! `threads` (default: one per core), so that a peer held to a thread count meets ours held to it.
 
 use std::time::Instant;
 
@@ -11,12 +12,17 @@ use roformer::{Encoded, PipelineOptions, TextClassifier};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let (Some(model), Some(lengths)) = (args.first(), args.get(1)) else {
-        eprintln!("usage: cargo bench --bench latency -- <model dir> <tokens,...> [int8|f32] [runs]");
+        eprintln!(
+            "usage: cargo bench --bench latency -- <model dir> <tokens,...> [f32|int8|bf16] [runs] [threads]"
+        );
         return;
     };
     let quantize = args.get(2).map(String::as_str).unwrap_or("f32");
     let runs: usize = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(50);
-    let options = PipelineOptions::default().with_batch_size(1).with_max_length(100_000);
+    let mut options = PipelineOptions::default().with_batch_size(1).with_max_length(100_000);
+    if let Some(threads) = args.get(4) {
+        options = options.with_threads(threads.parse().expect("a thread count"));
+    }
     let options = match quantize {
         "f32" => options,
         other => options.with_quantization(other.parse().expect("a quantization")),

@@ -51,6 +51,8 @@ warnings.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "target" / "bench-e2e"
 THREADS = 2
+# The programs of ours that the benchmark runs: cargo builds them, unless --prebuilt names a folder holding them.
+BINARIES = {"classify": ROOT / "target" / "release" / "examples" / "classify", "latency": None}
 ONNX_INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 PEERS = ["transformers f32", "transformers bf16", "onnxruntime f32", "onnxruntime int8", "openvino default",
          "openvino int8"]
@@ -302,10 +304,10 @@ def ours_args(precision):
 def ours_rate(folder, data, batch_size, precision, runs):
     """Sentences/s of `classify` (the median of `runs` processes), and the probabilities of the last one, in file
     order (its jsonl output, kept under OUT/predictions)."""
-    exe = ROOT / "target" / "release" / "examples" / "classify"
+    exe = BINARIES["classify"]
     output = OUT / "predictions" / f"{Path(folder).name}-b{batch_size}-{precision}.jsonl"
     output.parent.mkdir(parents=True, exist_ok=True)
-    args = [str(exe), "--model", str(folder), "--input", str(data), "--task", "sst2",
+    args = [str(exe), "--model", str(folder), "--input", str(data), "--task", "sst2", "--threads", str(THREADS),
             "--batch-size", str(batch_size), "--format", "jsonl", "--output", str(output), *ours_args(precision)]
     rates = []
     for _ in range(runs):
@@ -326,8 +328,9 @@ def read_predictions(path):
 def ours_latency(folder, lengths, precision):
     """Batch-1 latency by `cargo bench --bench latency` (precision f32, int8 or bf16), in ms by length; empty, with
     the error printed, when the bench fails (as with a precision it does not take)."""
+    bench = [str(BINARIES["latency"])] if BINARIES["latency"] else ["cargo", "bench", "-q", "--bench", "latency", "--"]
     done = subprocess.run(
-        ["cargo", "bench", "-q", "--bench", "latency", "--", str(folder), ",".join(map(str, lengths)), precision],
+        [*bench, str(folder), ",".join(map(str, lengths)), precision, "50", str(THREADS)],
         capture_output=True, text=True, cwd=ROOT,
     )
     if done.returncode != 0:
@@ -409,6 +412,11 @@ def main():
     )
     parser.add_argument("--calibration-size", type=int, default=300)
     parser.add_argument(
+        "--prebuilt",
+        help="a folder with our `classify` and `latency` executables built elsewhere (`cargo build --release --example "
+        "classify`, `cargo bench --no-run --bench latency`), for a machine without a Rust toolchain; else cargo builds them",
+    )
+    parser.add_argument(
         "--level",
         choices=["portable", "avx2", "avx-vnni", "avx512", "avx512-vnni", "avx512-bf16", "amx"],
         help="hold our kernels to this SIMD level (ROFORMER_CPU_LEVEL); with avx2 or avx-vnni, PyTorch's and "
@@ -426,8 +434,14 @@ def main():
             os.environ["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
     torch.set_num_threads(THREADS)
     OUT.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cargo", "build", "-q", "--release", "--example", "classify"], cwd=ROOT, check=True)
-    subprocess.run(["cargo", "bench", "-q", "--no-run", "--bench", "latency"], cwd=ROOT, check=True)
+    if args.prebuilt:
+        BINARIES.update(classify=Path(args.prebuilt) / "classify", latency=Path(args.prebuilt) / "latency")
+        for name, exe in BINARIES.items():
+            if not os.access(exe, os.X_OK):
+                parser.error(f"--prebuilt: no executable {name} at {exe}")
+    else:
+        subprocess.run(["cargo", "build", "-q", "--release", "--example", "classify"], cwd=ROOT, check=True)
+        subprocess.run(["cargo", "bench", "-q", "--no-run", "--bench", "latency"], cwd=ROOT, check=True)
     sentences = read_sentences(args.data)
     results = {
         "date": datetime.date.today().isoformat(),
