@@ -413,8 +413,9 @@ def main():
     parser.add_argument("--calibration-size", type=int, default=300)
     parser.add_argument(
         "--prebuilt",
-        help="a folder with our `classify` and `latency` executables built elsewhere (`cargo build --release --example "
-        "classify`, `cargo bench --no-run --bench latency`), for a machine without a Rust toolchain; else cargo builds them",
+        help="a folder with our `classify` and `latency` executables built elsewhere (`cargo build --release "
+        "--example classify`, `cargo bench --no-run --bench latency`), for a machine without a Rust toolchain; "
+        "else cargo builds them",
     )
     parser.add_argument(
         "--level",
