@@ -19,8 +19,6 @@
 // Elsewhere only the tests run the program (on the model unit).
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
-use super::tile_int8::I8Tile;
-
 /// Rows of a tile register.
 const ROWS: usize = 16;
 /// Bytes of a tile register's row.
@@ -423,20 +421,34 @@ pub(crate) fn int8_peak() -> f64 {
     iterations as f64 * 4.0 * (16.0 * 16.0 * 64.0) / seconds / 1e12
 }
 
+/// The int8 tile program's own rates (K = 768, without quantizing or the epilogue, zeroing and
+/// storing its accumulators on every call as the product does), in int8 TMAC/s on the calling
+/// thread: what the program's shape allows, beside [`int8_peak`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProgramRates {
+    /// On operands that stay in L1: one 32-row tile of inputs and one weight panel.
+    pub l1: f64,
+    /// On inputs from L2: a block of 8 input tiles (192 KiB) against one weight panel, as a
+    /// product's task runs them.
+    pub l2_inputs: f64,
+    /// The L1 program's tile loads alone, counted as the products they would feed.
+    pub loads: f64,
+}
+
 /// [`sums`] at K = 768 in int8 TMAC/s on the calling thread: over operands that stay in L1 (one
 /// 32-row input tile, one weight panel); over inputs from L2 (a product's block of 8 input tiles,
 /// 192 KiB, one after another against the same panel, as the product's tasks run them); and the
 /// rate the same tile loads alone allow, as the multiply-adds they would feed.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn int8_program_rates() -> super::probe::ProgramRates {
+pub(crate) fn int8_program_rates() -> ProgramRates {
     const STEPS: usize = 768 / 4;
     const TILES: usize = 8;
     let lda = STEPS * 4;
     // On 64-byte lines, as the product's packed operands are: a tile row across two lines loads
     // both.
     let (mut a, mut b) = (
-        super::gemm::Aligned::<u8>::zeros(TILES * 32 * lda),
-        super::gemm::Aligned::<u8>::zeros(STEPS * PANEL_STEP),
+        super::layout::Aligned::<u8>::zeros(TILES * 32 * lda),
+        super::layout::Aligned::<u8>::zeros(STEPS * PANEL_STEP),
     );
     a.as_mut_slice().fill(1);
     b.as_mut_slice().fill(1);
@@ -467,15 +479,7 @@ pub(crate) fn int8_program_rates() -> super::probe::ProgramRates {
         }
     }
     let loads = macs / start.elapsed().as_secs_f64() / 1e12;
-    super::probe::ProgramRates { l1, l2_inputs, loads }
-}
-
-/// The int8 tile program over one tile of `t`: its i32 sums, row r column j at `acc[32 r + j]`.
-/// `t.a` holds the tile's 32 rows of u8 inputs in [`Input::Rows`](super::gemm::Input::Rows); `t.b`
-/// one 32-column panel of the AVX-512 VNNI layout.
-#[inline(always)]
-pub(crate) fn int8_sums(unit: &mut impl TileUnit, t: &I8Tile, acc: &mut [i32; 32 * 32]) {
-    sums(unit, Dot::U8S8, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, acc)
+    ProgramRates { l1, l2_inputs, loads }
 }
 
 /// The bytes of a slice of plain integers.
@@ -486,7 +490,7 @@ pub(crate) fn as_bytes<T: Copy>(data: &[T]) -> &[u8] {
 }
 
 /// The tile program: up to 32 rows by 32 columns of 32-bit sums (i32 or f32 bits), row r column
-/// j at `acc[32 r + j]`. `a` holds 32 rows of [`row_dwords`](super::gemm::row_dwords)`(steps)`
+/// j at `acc[32 r + j]`. `a` holds 32 rows of [`row_dwords`](super::layout::row_dwords)`(steps)`
 /// dwords (zero past the depth, where the weights are zero too); `b` a panel of `steps` steps of
 /// 32 columns (4 u8 or 2 bf16 each, 128 bytes a step). Only the first `rows` rows are wanted.
 #[inline(always)]
@@ -504,7 +508,7 @@ pub(crate) fn sums(
 
 /// Chunks of 16 steps (one tile row of each input row) in a depth of `steps`, the last padded.
 fn chunks(steps: usize) -> usize {
-    super::gemm::row_dwords(steps) * 4 / ROW_BYTES
+    super::layout::row_dwords(steps) * 4 / ROW_BYTES
 }
 
 /// One tile's operands, as [`sums`] takes them.
@@ -528,7 +532,7 @@ fn sums_over(
     resume: bool,
     acc: &mut [i32; 32 * 32],
 ) {
-    let lda = super::gemm::row_dwords(steps) * 4;
+    let lda = super::layout::row_dwords(steps) * 4;
     assert!(a.len() >= 32 * lda && b.len() >= steps * PANEL_STEP, "tile program: operands do not fit");
     // The second row block only where the tile has rows for it: a short tile costs half.
     let two = rows > ROWS;
@@ -640,11 +644,11 @@ pub(crate) fn column_sums<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::kernels::gemm::Input;
     use crate::runtime::kernels::gemm::{PackedBf16, PackedI8};
+    use crate::runtime::kernels::layout::Input;
     use crate::runtime::kernels::noise;
     use crate::runtime::kernels::tile_bf16::{Bf16Kernel, Bf16Tile};
-    use crate::runtime::kernels::tile_int8::I8Kernel;
+    use crate::runtime::kernels::tile_int8::{amx_sums, I8Kernel, I8Tile};
     use crate::runtime::kernels::Level;
 
     /// The tile program on the model unit, written out by the scalar epilogue the portable
@@ -652,7 +656,7 @@ mod tests {
     unsafe fn model_tile(t: &I8Tile) {
         t.check_input(32, 32, Input::Rows.tile_dwords(t.steps, 32, 0));
         let mut acc = [0i32; 32 * 32];
-        int8_sums(&mut Model::new(), t, &mut acc);
+        amx_sums(&mut Model::new(), t, &mut acc);
         for r in 0..t.rows {
             // SAFETY: row r of `c` is valid for `cols` writes (the caller).
             unsafe { t.store(r, &acc[32 * r..32 * r + 32]) };
@@ -757,7 +761,7 @@ mod tests {
     fn depth_blocks_on(unit: &mut impl TileUnit, name: &str) {
         // 24 and 32 chunks run in blocks, the second with a tail chunk; 10 tiles take two groups.
         for (steps, tiles) in [(384, 10), (500, 3), (200, 2)] {
-            let lda = crate::runtime::kernels::gemm::row_dwords(steps) * 4;
+            let lda = crate::runtime::kernels::layout::row_dwords(steps) * 4;
             let bf16 = |v: f32| super::super::tile_bf16::to_bf16(v).to_le_bytes();
             let a: Vec<u8> = noise(tiles * 32 * lda / 2, steps as u64).into_iter().flat_map(bf16).collect();
             let b: Vec<u8> = noise(steps * PANEL_STEP / 2, 1).into_iter().flat_map(bf16).collect();

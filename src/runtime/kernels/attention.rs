@@ -10,7 +10,8 @@
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::gemm::{multiply_f32, pack_panels, Aligned, Panels, Source, Start};
+use super::gemm::{multiply_f32, pack_panels, Panels, Source, Start};
+use super::layout::Aligned;
 use super::tile_f32::F32Kernel;
 use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};

@@ -15,7 +15,9 @@
 //! tile opens `tile_int8`. The exception is `amx`, a file for a unit rather than an instruction
 //! set: its program configures, loads and stores eight tile registers for both precisions, and
 //! its detection and permission belong to the unit; `tile_int8` and `tile_bf16` each hold the few
-//! lines that wire it in.
+//! lines that wire it in. Below them all, `layout` holds what they share of memory: the buffers on
+//! 64-byte lines and the packed inputs' row layouts. So the files form floors, none reaching up:
+//! `layout`, then `amx`, then the tiles, then `gemm`, then `linear` and `attention`.
 
 /// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
 /// accumulators in registers.
@@ -36,6 +38,7 @@ macro_rules! by_rows {
 pub(crate) mod amx;
 pub(crate) mod attention;
 pub(crate) mod gemm;
+pub(crate) mod layout;
 pub(crate) mod linear;
 pub(crate) mod math;
 pub(crate) mod norm;

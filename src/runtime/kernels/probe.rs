@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+pub use super::amx::ProgramRates;
 use super::gemm::{PackedBf16, PackedF32, PackedI8};
 use super::linear::PackedWeight;
 use super::tile_bf16::Bf16Kernel;
@@ -63,7 +64,7 @@ pub fn gemm_seconds(
     };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
     // On a 64-byte line, as the engine's products write theirs (`written_tensor`).
-    let mut out = super::gemm::Aligned::<f32>::zeros(m * n);
+    let mut out = super::layout::Aligned::<f32>::zeros(m * n);
     let mut best = f64::INFINITY;
     for round in 0..=rounds {
         let start = Instant::now();
@@ -93,20 +94,6 @@ pub fn amx_int8_peak() -> Option<f64> {
         return Some(super::amx::int8_peak());
     }
     None
-}
-
-/// The int8 tile program's own rates (K = 768, without quantizing or the epilogue, zeroing and
-/// storing its accumulators on every call as the product does), in int8 TMAC/s on the calling
-/// thread: what the program's shape allows, beside [`amx_int8_peak`].
-#[derive(Debug, Clone, Copy)]
-pub struct ProgramRates {
-    /// On operands that stay in L1: one 32-row tile of inputs and one weight panel.
-    pub l1: f64,
-    /// On inputs from L2: a block of 8 input tiles (192 KiB) against one weight panel, as a
-    /// product's task runs them.
-    pub l2_inputs: f64,
-    /// The L1 program's tile loads alone, counted as the products they would feed.
-    pub loads: f64,
 }
 
 /// [`ProgramRates`] on this CPU; `None` where the unit is not usable.

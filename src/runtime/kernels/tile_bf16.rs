@@ -12,7 +12,7 @@
 //! level's f32 kernel on the widened panels, with the widening and the inputs' rounding on top
 //! of f32's work (`gemm::PackedBf16`; docs/speed.md gives the figures).
 
-use super::gemm::{row_dwords, Input};
+use super::layout::{row_dwords, Input};
 use super::Level;
 
 /// The operands of one tile. Only x86 has bf16 kernels (elsewhere the tests' model unit runs

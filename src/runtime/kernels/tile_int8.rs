@@ -20,7 +20,7 @@
 //! engine only while its second operand's top bit is clear, so its kernel also takes ±63 (moved
 //! to 1..=127 by + 64). The others take ±127.
 
-use super::gemm::{row_dwords, Input};
+use super::layout::{row_dwords, Input};
 use super::math::{lane_max, lane_min, round_small};
 use super::Level;
 
@@ -487,6 +487,17 @@ mod avx512_vnni {
     }
 }
 
+/// The AMX tile program over one tile of `t`: its i32 sums, row r column j at `acc[32 r + j]`.
+/// `t.a` holds the tile's 32 rows of u8 inputs in [`Input::Rows`]; `t.b` one 32-column panel of
+/// the AVX-512 VNNI layout. On [`amx::Model`](super::amx::Model) too, which the tests run
+/// everywhere.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline(always)]
+pub(crate) fn amx_sums(unit: &mut impl super::amx::TileUnit, t: &I8Tile, acc: &mut [i32; 32 * 32]) {
+    use super::amx::{as_bytes, sums, Dot};
+    sums(unit, Dot::U8S8, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, acc)
+}
+
 /// The `amx` level's tile: the tile program's sums on the unit, written out by the AVX-512 VNNI
 /// kernel's epilogue.
 ///
@@ -499,7 +510,7 @@ unsafe fn amx_tile(t: &I8Tile) {
     // SAFETY: the level in force is `amx`, which only a usable unit supports.
     let mut unit = unsafe { super::amx::Tmm::configured() };
     super::amx::with_sums(|acc| {
-        super::amx::int8_sums(&mut unit, t, acc);
+        amx_sums(&mut unit, t, acc);
         // SAFETY: `amx` implies AVX-512 VNNI; the tile was checked; the caller vouches for `c`.
         unsafe { avx512_vnni::store_sums(t, acc) }
     })
