@@ -423,7 +423,7 @@ pub(crate) fn int8_peak() -> f64 {
 
 /// The int8 tile program's own rates (K = 768, without quantizing or the epilogue, zeroing and
 /// storing its accumulators on every call as the product does), in int8 TMAC/s on the calling
-/// thread: what the program's shape allows, beside [`int8_peak`].
+/// thread: what the program's shape allows, beside [`amx_int8_peak`](super::probe::amx_int8_peak).
 #[derive(Debug, Clone, Copy)]
 pub struct ProgramRates {
     /// On operands that stay in L1: one 32-row tile of inputs and one weight panel.
