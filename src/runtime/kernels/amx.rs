@@ -462,7 +462,7 @@ pub(crate) fn int8_program_rates() -> ProgramRates {
         with_sums(|acc| {
             for call in 0..calls {
                 let tile = &a[(call % tiles) * 32 * lda..][..32 * lda];
-                sums(&mut unit, Dot::U8S8, tile, b, STEPS, 32, acc);
+                sums(&mut unit, Dot::U8S8, Operands { a: tile, b, steps: STEPS, rows: 32 }, acc);
                 std::hint::black_box(&mut *acc);
             }
         });
@@ -489,21 +489,11 @@ pub(crate) fn as_bytes<T: Copy>(data: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
 }
 
-/// The tile program: up to 32 rows by 32 columns of 32-bit sums (i32 or f32 bits), row r column
-/// j at `acc[32 r + j]`. `a` holds 32 rows of [`row_dwords`](super::layout::row_dwords)`(steps)`
-/// dwords (zero past the depth, where the weights are zero too); `b` a panel of `steps` steps of
-/// 32 columns (4 u8 or 2 bf16 each, 128 bytes a step). Only the first `rows` rows are wanted.
+/// The tile program: up to 32 rows by 32 columns of 32-bit sums (i32 or f32 bits) of `tile`, row r
+/// column j at `acc[32 r + j]`.
 #[inline(always)]
-pub(crate) fn sums(
-    unit: &mut impl TileUnit,
-    dot: Dot,
-    a: &[u8],
-    b: &[u8],
-    steps: usize,
-    rows: usize,
-    acc: &mut [i32; 32 * 32],
-) {
-    sums_over(unit, dot, Operands { a, b, steps, rows }, 0..chunks(steps), false, acc)
+pub(crate) fn sums(unit: &mut impl TileUnit, dot: Dot, tile: Operands, acc: &mut [i32; 32 * 32]) {
+    sums_over(unit, dot, tile, 0..chunks(tile.steps), false, acc)
 }
 
 /// Chunks of 16 steps (one tile row of each input row) in a depth of `steps`, the last padded.
@@ -514,9 +504,13 @@ fn chunks(steps: usize) -> usize {
 /// One tile's operands, as [`sums`] takes them.
 #[derive(Clone, Copy)]
 pub(crate) struct Operands<'a> {
+    /// 32 rows of [`row_dwords`](super::layout::row_dwords)`(steps)` dwords (zero past the
+    /// depth, where the weights are zero too).
     pub a: &'a [u8],
+    /// A panel of `steps` steps of 32 columns (4 u8 or 2 bf16 each, 128 bytes a step).
     pub b: &'a [u8],
     pub steps: usize,
+    /// The rows wanted: the first `rows` of the 32.
     pub rows: usize,
 }
 
@@ -648,7 +642,7 @@ mod tests {
     use crate::runtime::kernels::layout::Input;
     use crate::runtime::kernels::noise;
     use crate::runtime::kernels::tile_bf16::{Bf16Kernel, Bf16Tile};
-    use crate::runtime::kernels::tile_int8::{amx_sums, I8Kernel, I8Tile};
+    use crate::runtime::kernels::tile_int8::{I8Kernel, I8Tile};
     use crate::runtime::kernels::Level;
 
     /// The tile program on the model unit, written out by the scalar epilogue the portable
@@ -656,7 +650,7 @@ mod tests {
     unsafe fn model_tile(t: &I8Tile) {
         t.check_input(32, 32, Input::Rows.tile_dwords(t.steps, 32, 0));
         let mut acc = [0i32; 32 * 32];
-        amx_sums(&mut Model::new(), t, &mut acc);
+        sums(&mut Model::new(), Dot::U8S8, t.operands(), &mut acc);
         for r in 0..t.rows {
             // SAFETY: row r of `c` is valid for `cols` writes (the caller).
             unsafe { t.store(r, &acc[32 * r..32 * r + 32]) };
@@ -776,7 +770,7 @@ mod tests {
                 .clone()
                 .map(|o| {
                     let mut acc = [0i32; 32 * 32];
-                    sums(unit, Dot::Bf16, o.a, o.b, o.steps, o.rows, &mut acc);
+                    sums(unit, Dot::Bf16, o, &mut acc);
                     acc
                 })
                 .collect();

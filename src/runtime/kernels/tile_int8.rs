@@ -48,6 +48,14 @@ pub(crate) struct I8Tile<'a> {
 }
 
 impl I8Tile<'_> {
+    /// The AMX tile program's view of the operands: 32 rows of u8 inputs in [`Input::Rows`], one
+    /// 32-column panel of the AVX-512 VNNI layout.
+    #[cfg(any(test, target_arch = "x86_64"))]
+    pub(super) fn operands(&self) -> super::amx::Operands<'_> {
+        use super::amx::as_bytes;
+        super::amx::Operands { a: as_bytes(self.a), b: as_bytes(self.b), steps: self.steps, rows: self.rows }
+    }
+
     /// The checks every kernel relies on before it touches memory through pointers.
     fn check(&self, mr: usize, nr: usize, a_stride: usize) {
         self.check_input(mr, nr, Input::Lines.tile_dwords(self.steps, mr, a_stride))
@@ -487,17 +495,6 @@ mod avx512_vnni {
     }
 }
 
-/// The AMX tile program over one tile of `t`: its i32 sums, row r column j at `acc[32 r + j]`.
-/// `t.a` holds the tile's 32 rows of u8 inputs in [`Input::Rows`]; `t.b` one 32-column panel of
-/// the AVX-512 VNNI layout. On [`amx::Model`](super::amx::Model) too, which the tests run
-/// everywhere.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-#[inline(always)]
-pub(crate) fn amx_sums(unit: &mut impl super::amx::TileUnit, t: &I8Tile, acc: &mut [i32; 32 * 32]) {
-    use super::amx::{as_bytes, sums, Dot};
-    sums(unit, Dot::U8S8, as_bytes(t.a), as_bytes(t.b), t.steps, t.rows, acc)
-}
-
 /// The `amx` level's tile: the tile program's sums on the unit, written out by the AVX-512 VNNI
 /// kernel's epilogue.
 ///
@@ -510,7 +507,7 @@ unsafe fn amx_tile(t: &I8Tile) {
     // SAFETY: the level in force is `amx`, which only a usable unit supports.
     let mut unit = unsafe { super::amx::Tmm::configured() };
     super::amx::with_sums(|acc| {
-        amx_sums(&mut unit, t, acc);
+        super::amx::sums(&mut unit, super::amx::Dot::U8S8, t.operands(), acc);
         // SAFETY: `amx` implies AVX-512 VNNI; the tile was checked; the caller vouches for `c`.
         unsafe { avx512_vnni::store_sums(t, acc) }
     })
