@@ -84,7 +84,7 @@ pub fn gemm_seconds(
 /// How long a product runs untimed before its timed rounds. A pool's threads can share one core
 /// for a while after they start: on a 2-core AMD EPYC VM (Zen 4), 2-thread products ran at one
 /// thread's rate for their first 5 to 250 ms, so that the best of 10 rounds right after the pool
-/// was built showed no gain from the second thread in a third of the bench's cells.
+/// was built showed no gain from the second thread in 6 of a run's 30 two-thread cells.
 const WARM_UP: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// One pool per thread count for the whole process, so that its threads settle on their cores
