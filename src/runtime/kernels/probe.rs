@@ -30,7 +30,7 @@ pub fn levels() -> Vec<&'static str> {
 
 /// The best of `rounds` timings, in seconds, of `(m, k) · (n, k)ᵀ` at `level` in `precision`
 /// (`f32`, `int8` or `bf16`; int8 and bf16 include quantizing or rounding the input) on a pool
-/// of `threads`, after untimed rounds for [`WARM_UP`].
+/// of `threads`, after 300 ms of untimed rounds (see `WARM_UP`).
 pub fn gemm_seconds(
     level: &str,
     precision: &str,
