@@ -9,8 +9,9 @@
 //!
 //! `cargo bench --bench kernels -- gemm` times a base layer's products alone instead (M = 512,
 //! K = 768, N = 768 and 3072) at every level this CPU runs, in each precision, in TMAC/s (int8's
-//! input quantization and bf16's rounding included), on 1 and 2 threads, beside a plain `tdpbusd`
-//! loop on registers as the AMX unit's peak, and the int8 tile program itself and its tile loads
+//! input quantization and bf16's rounding included), on 1 and 2 threads, beside loops of
+//! `vfmadd231ps`, `vdpbf16ps` and `vpdpbusd` on registers as the register kernels' peaks, a plain
+//! `tdpbusd` loop on registers as the AMX unit's peak, and the int8 tile program itself and its tile loads
 //! alone on operands in L1 (what the program's shape allows); then, where a level has a tile
 //! program, each row count's time with the tiles and with the register kernel, which puts the
 //! crossover.
@@ -83,7 +84,9 @@ fn main() {
 
 /// The products alone, per level and precision, and the tile programs' crossover.
 fn gemm() {
-    use roformer::kernel_probe::{amx_int8_peak, amx_int8_program, gemm_seconds, levels, Tiles};
+    use roformer::kernel_probe::{
+        amx_int8_peak, amx_int8_program, gemm_seconds, levels, register_peaks, Tiles,
+    };
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {
@@ -93,6 +96,11 @@ fn gemm() {
         })
         .unwrap_or_else(|| std::env::consts::ARCH.into());
     println!("{cpu}; levels {}", levels().join(", "));
+    let peaks: Vec<String> =
+        register_peaks().into_iter().map(|(instruction, peak)| format!("{instruction} {peak:.3}")).collect();
+    if !peaks.is_empty() {
+        println!("512-bit instructions on registers alone, 1 thread, TMAC/s: {}", peaks.join(", "));
+    }
     match amx_int8_peak() {
         Some(peak) => println!("tdpbusd on registers (the unit's int8 peak), 1 thread: {peak:.2} TMAC/s"),
         None => println!("tdpbusd: no usable AMX unit here"),

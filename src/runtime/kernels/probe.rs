@@ -122,6 +122,74 @@ pub fn amx_int8_peak() -> Option<f64> {
     None
 }
 
+/// Multiply-adds per second, in trillions, of loops of 12 independent 512-bit instructions on
+/// registers alone, on the calling thread, for each precision's AVX-512 instruction this CPU
+/// runs: `vfmadd231ps` (f32, 16 a instruction), `vdpbf16ps` (bf16, 32) and `vpdpbusd` (int8, 64).
+/// The peaks the register kernels of `avx512`, `avx512-bf16` and `avx512-vnni` can approach.
+pub fn register_peaks() -> Vec<(&'static str, f64)> {
+    #[allow(unused_mut)]
+    let mut peaks = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        const ROUNDS: usize = 20_000_000;
+        let rate = |macs: f64, run: unsafe fn(usize)| {
+            let start = Instant::now();
+            // SAFETY: called below only where the level's detection found the instructions.
+            unsafe { run(ROUNDS) };
+            ROUNDS as f64 * 12.0 * macs / start.elapsed().as_secs_f64() / 1e12
+        };
+        if Level::Avx512.supported() {
+            peaks.push(("vfmadd231ps (f32)", rate(16.0, peak_loops::f32)));
+        }
+        if Level::Avx512Bf16.supported() {
+            peaks.push(("vdpbf16ps (bf16)", rate(32.0, peak_loops::bf16)));
+        }
+        if Level::Avx512Vnni.supported() {
+            peaks.push(("vpdpbusd (int8)", rate(64.0, peak_loops::int8)));
+        }
+    }
+    peaks
+}
+
+#[cfg(target_arch = "x86_64")]
+mod peak_loops {
+    use std::arch::x86_64::*;
+
+    /// A function running `rounds` rounds of `$op` on 12 accumulators from `$start`, with both
+    /// operands `$operand` (opaque to the compiler, so that nothing folds).
+    macro_rules! peak_loop {
+        ($name:ident, $features:literal, $start:expr, $operand:expr, |$acc:ident, $x:ident| $op:expr) => {
+            /// # Safety
+            /// The CPU runs the instructions of the features named.
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name(rounds: usize) {
+                let $x = std::hint::black_box($operand);
+                let mut accumulators = [$start; 12];
+                for _ in 0..rounds {
+                    for a in accumulators.iter_mut() {
+                        let $acc = *a;
+                        *a = $op;
+                    }
+                }
+                std::hint::black_box(accumulators);
+            }
+        };
+    }
+
+    peak_loop!(f32, "avx512f", _mm512_setzero_ps(), _mm512_set1_ps(1.0), |acc, x| _mm512_fmadd_ps(x, x, acc));
+    // SAFETY (the transmute): 32 bf16 are 16 dwords' worth of bits; 0x3F80 is 1.0.
+    peak_loop!(
+        bf16,
+        "avx512f,avx512bf16",
+        _mm512_setzero_ps(),
+        unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(0x3F80_3F80)) },
+        |acc, x| _mm512_dpbf16_ps(acc, x, x)
+    );
+    peak_loop!(int8, "avx512f,avx512vnni", _mm512_setzero_si512(), _mm512_set1_epi8(1), |acc, x| {
+        _mm512_dpbusd_epi32(acc, x, x)
+    });
+}
+
 /// [`ProgramRates`] on this CPU; `None` where the unit is not usable.
 pub fn amx_int8_program() -> Option<ProgramRates> {
     #[cfg(target_arch = "x86_64")]
