@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with an NVIDIA GPU and no Rust toolchain, from a checkout of this repository
-# and the bundle scripts/build/build_cuda.sh made (copy target-cuda/gpu-bundle.tar.gz or the unpacked
+# and the bundle scripts/build/build_cuda.sh made (copy target-cuda/gpu-bundle.tar.xz or the unpacked
 # target-cuda/gpu-bundle there, or point BUNDLE at the folder):
 #
 #   scripts/checks/gpu_check.sh [--no-bench]
@@ -32,9 +32,11 @@
 #    run, and the script fails.
 #    It also needs SST-2 dev and the BERT uncased vocab: DATA and VOCAB, by default from ../shared/data beside
 #    the checkout, else from the bundle's data/ (build_cuda.sh copies them when the build machine has them).
+# 5. The host's CPU, by scripts/checks/host_cpu_check.sh: the unit and integration tests at its best level (on the
+#    Xeons with AMX these machines have had, the `amx` level on the real unit) and the kernels bench.
 #
-# Output: $OUT (default target-cuda/gpu-check) gets nvidia-smi.txt, tests.log, bench.log and results.json;
-# the exit status is 0 only when the tests passed and the benchmark ran.
+# Output: $OUT (default target-cuda/gpu-check) gets nvidia-smi.txt, tests.log, bench.log, results.json and the
+# host-*.txt and host-*.log files; the exit status is 0 only when every test run passed and the benchmark ran.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -56,10 +58,12 @@ die() {
     exit 1
 }
 
-if [[ ! -e $BUNDLE && -e $BUNDLE.tar.gz ]]; then
-    say "unpacking $BUNDLE.tar.gz"
-    tar -C "$(dirname "$BUNDLE")" -xzf "$BUNDLE.tar.gz" || die "cannot unpack $BUNDLE.tar.gz"
-fi
+for packed in "$BUNDLE.tar.xz" "$BUNDLE.tar.gz"; do
+    if [[ ! -e $BUNDLE && -e $packed ]]; then
+        say "unpacking $packed"
+        tar -C "$(dirname "$BUNDLE")" -xf "$packed" || die "cannot unpack $packed"
+    fi
+done
 [[ -x $BUNDLE/deps/integration ]] || die "no test binary at $BUNDLE/deps/integration: run scripts/build/build_cuda.sh on the build machine and copy its target-cuda/gpu-bundle here (or set BUNDLE)"
 cat "$BUNDLE/BUILD_INFO" 2>/dev/null | sed 's/^/  bundle: /'
 want_cap=$(sed -n 's/^compute_cap=//p' "$BUNDLE/BUILD_INFO" 2>/dev/null)
@@ -131,5 +135,7 @@ if [[ $BENCH == 1 ]]; then
         status=1
     fi
 fi
+# 5. The host's CPU.
+BUNDLE=$BUNDLE OUT=$OUT scripts/checks/host_cpu_check.sh || status=1
 say "done, status $status; figures in $OUT"
 exit $status
