@@ -57,8 +57,8 @@ const TILE_BLOCK_BYTES: usize = 1536 * 1024;
 /// twice as many tiles as in the blocks of 256 rows the products had before: `classify` on SST-2
 /// dev (base model) ran 4 to 15% faster in bf16 and 2% in int8 so (docs/speed.md). The register
 /// kernels' blocks take 56 rows.
-fn block_rows(tile_rows: bool, row_bytes: usize) -> usize {
-    if tile_rows {
+fn block_rows(program: bool, row_bytes: usize) -> usize {
+    if program {
         (TILE_BLOCK_BYTES / row_bytes.max(1)).clamp(32, 512) / 32 * 32
     } else {
         56
@@ -132,20 +132,20 @@ impl Plan {
 }
 
 /// The one choice between a level's tile program and its register kernel: the program from its
-/// row count on.
-fn pick<K>(kernel: &'static K, tiles: Option<(&'static K, usize)>, m: usize) -> &'static K {
+/// row count on. The kernel, and whether it is the program.
+fn pick<K>(kernel: &'static K, tiles: Option<(&'static K, usize)>, m: usize) -> (&'static K, bool) {
     match tiles {
-        Some((tiles, min_rows)) if m >= min_rows => tiles,
-        _ => kernel,
+        Some((tiles, min_rows)) if m >= min_rows => (tiles, true),
+        _ => (kernel, false),
     }
 }
 
 impl Plan {
-    /// The plan of an int8 or bf16 product for a kernel whose packed input is `input`: a tile
-    /// program's whole tiles in its own row blocks, a register kernel's balanced ones.
-    fn for_input(input: Input, m: usize, n: usize, mr: usize, nr: usize, row_bytes: usize) -> Self {
-        let rows = input == Input::Rows;
-        Self::with_tiles(balanced_or_whole(m, mr, !rows), m, n, mr, nr, block_rows(rows, row_bytes), true)
+    /// The plan of an int8 or bf16 product: a tile program's whole tiles in its own row blocks,
+    /// a register kernel's balanced ones.
+    fn for_kernel(program: bool, m: usize, n: usize, mr: usize, nr: usize, row_bytes: usize) -> Self {
+        let block = block_rows(program, row_bytes);
+        Self::with_tiles(balanced_or_whole(m, mr, !program), m, n, mr, nr, block, true)
     }
 
     /// Calls `tile(t, p, cols, bias)` for every tile t and panel p, in the tasks [`Plan::run`]
@@ -514,11 +514,11 @@ impl PackedI8 {
     /// `out` must be valid for m × n writes; all of them are written.
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
         let (n, k) = (self.n, self.k);
-        let kernel = pick(self.kernel, self.tiles, m);
+        let (kernel, program) = pick(self.kernel, self.tiles, m);
         let (mr, nr) = (kernel.mr, kernel.nr);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
         let steps = self.k_padded / 4;
-        let plan = Plan::for_input(kernel.input, m, n, mr, nr, row_dwords(steps) * 4);
+        let plan = Plan::for_kernel(program, m, n, mr, nr, row_dwords(steps) * 4);
         // Each tile: its rows' u8 inputs, 4 k's to a dword, in lines or rows as the kernel reads
         // them, and its rows' scales, zero points and sums. What the quantizing leaves unwritten
         // (rows past a tile's, bytes past k) is whatever the pooled buffer held: products no
@@ -649,8 +649,9 @@ impl PackedBf16 {
         );
         match self.compute {
             Bf16Compute::Native { kernel, tiles } => {
+                let (kernel, program) = pick(kernel, tiles, m);
                 // SAFETY: as the caller promises.
-                unsafe { self.matmul_native(pick(kernel, tiles, m), a, m, bias, out) }
+                unsafe { self.matmul_native(kernel, program, a, m, bias, out) }
             }
             // SAFETY: as the caller promises.
             Bf16Compute::Widened(kernel) => unsafe { self.matmul_widened(kernel, a, m, bias, out) },
@@ -662,6 +663,7 @@ impl PackedBf16 {
     unsafe fn matmul_native(
         &self,
         kernel: &Bf16Kernel,
+        program: bool,
         a: &[f32],
         m: usize,
         bias: Option<&[f32]>,
@@ -670,15 +672,17 @@ impl PackedBf16 {
         let (n, k) = (self.n, self.k);
         let (mr, nr) = (kernel.mr, kernel.nr);
         let steps = k.div_ceil(2);
-        let plan = Plan::for_input(kernel.input, m, n, mr, nr, row_dwords(steps) * 4);
-        // Each tile's rows rounded to bf16, in lines or rows as the kernel reads them. What the
+        let plan = Plan::for_kernel(program, m, n, mr, nr, row_dwords(steps) * 4);
+        // Each tile's rows rounded to bf16, row by row as every bf16 kernel reads them. What the
         // rounding leaves unwritten (rows past a tile's) is whatever the pooled buffer held:
         // products no output keeps (the padding past k it zeroes: old bits there could be NaN).
-        let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
+        let tile_dwords = Input::Rows.tile_dwords(steps, mr, 0);
         let mut packed = Aligned::<u32>::scratch(plan.tiles.len() * tile_dwords);
-        packed.as_mut_slice().par_chunks_mut(tile_dwords.max(1)).zip(&plan.tiles).for_each(
-            |(dst, &(row, rows))| super::tile_bf16::round_rows(&a[row * k..], k, rows, kernel, dst),
-        );
+        packed
+            .as_mut_slice()
+            .par_chunks_mut(tile_dwords.max(1))
+            .zip(&plan.tiles)
+            .for_each(|(dst, &(row, rows))| super::tile_bf16::round_rows(&a[row * k..], k, rows, dst));
         let panel = steps * 2 * nr;
         let (out, inputs, weights) = (SendPtr(out), packed.as_slice(), self.panels.as_slice());
         plan.run_panels(n, nr, bias, |tiles, p, cols, bias| {

@@ -42,7 +42,7 @@ impl Bf16Tile<'_> {
         assert!(
             (1..=kernel.mr).contains(&self.rows)
                 && (1..=kernel.nr).contains(&self.cols)
-                && self.a.len() >= kernel.input.tile_dwords(self.steps, kernel.mr, kernel.a_stride)
+                && self.a.len() >= Input::Rows.tile_dwords(self.steps, kernel.mr, 0)
                 && self.b.len() >= self.steps * kernel.nr * 2
                 && self.bias.len() >= kernel.nr,
             "bf16 tile: operands do not fit the kernel"
@@ -76,13 +76,9 @@ impl Bf16Tile<'_> {
 pub(crate) struct Bf16Kernel {
     pub mr: usize,
     pub nr: usize,
-    /// Dwords per packed line of `a` ([`Input::Lines`]).
-    pub a_stride: usize,
     /// Whether a step of a weight panel holds each column's 2 k together (the operand of
     /// `vdpbf16ps` and `tdpbf16ps`), as every bf16 kernel's does (see [`offset`]).
     pub pairs: bool,
-    /// How a tile's packed input holds its rows.
-    pub input: Input,
     /// Computes tiles of one panel (each its own rows, all at one depth).
     ///
     /// # Safety
@@ -95,7 +91,7 @@ impl Bf16Kernel {
     /// 32, inputs in tile rows, on the AVX-512 BF16 kernel's panels (32 columns, 2 k per column).
     #[cfg_attr(not(any(test, target_arch = "x86_64")), allow(dead_code))]
     pub(crate) const fn tile_program(tiles: unsafe fn(&[Bf16Tile])) -> Bf16Kernel {
-        Bf16Kernel { mr: 32, nr: 32, a_stride: 0, pairs: true, input: Input::Rows, tiles }
+        Bf16Kernel { mr: 32, nr: 32, pairs: true, tiles }
     }
 
     /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
@@ -122,8 +118,7 @@ impl Bf16Kernel {
 }
 
 #[cfg(target_arch = "x86_64")]
-static AVX512_BF16: Bf16Kernel =
-    Bf16Kernel { mr: 14, nr: 32, a_stride: 16, pairs: true, input: Input::Lines, tiles: avx512_bf16::tiles };
+static AVX512_BF16: Bf16Kernel = Bf16Kernel { mr: 14, nr: 32, pairs: true, tiles: avx512_bf16::tiles };
 /// The AMX tile program on the AVX-512 BF16 kernel's panels (32 columns, 2 k per column).
 #[cfg(target_arch = "x86_64")]
 static AMX: Bf16Kernel = Bf16Kernel::tile_program(amx_tiles);
@@ -165,10 +160,9 @@ pub(crate) fn from_bf16(x: u16) -> f32 {
 }
 
 super::multiversion! {
-    /// Rounds `rows` rows of `a` (row stride `k`) to bf16 and lays them out for `kernel`, 2 k to
-    /// a dword (zero past k, to whole tile rows): in lines, `dst[step · a_stride + r]`; in rows,
-    /// `dst[r · row_dwords(steps) + step]`.
-    pub(crate) fn round_rows(a: &[f32], k: usize, rows: usize, kernel: &Bf16Kernel, dst: &mut [u32]) {
+    /// Rounds `rows` rows of `a` (row stride `k`) to bf16 and lays them out in [`Input::Rows`],
+    /// 2 k to a dword (zero past k, to whole tile rows): `dst[r · row_dwords(steps) + step]`.
+    pub(crate) fn round_rows(a: &[f32], k: usize, rows: usize, dst: &mut [u32]) {
         let steps = k.div_ceil(2);
         let row_dwords = row_dwords(steps);
         // Each row rounded into whole pairs first, a loop the compiler vectorises.
@@ -178,16 +172,11 @@ super::multiversion! {
                 *h = to_bf16(v);
             }
             let pairs = halves.chunks_exact(2).map(|p| u32::from(p[0]) | u32::from(p[1]) << 16);
-            match kernel.input {
-                Input::Lines => pairs.enumerate().for_each(|(s, pair)| dst[s * kernel.a_stride + r] = pair),
-                Input::Rows => {
-                    // The row's padding too: the buffer is reused, and old bits there could be
-                    // NaN, which times a zero weight is NaN.
-                    let row = &mut dst[r * row_dwords..(r + 1) * row_dwords];
-                    row.iter_mut().zip(pairs).for_each(|(d, pair)| *d = pair);
-                    row[steps..].fill(0);
-                }
-            }
+            // The row's padding too: the buffer is reused, and old bits there could be NaN, which
+            // times a zero weight is NaN.
+            let row = &mut dst[r * row_dwords..(r + 1) * row_dwords];
+            row.iter_mut().zip(pairs).for_each(|(d, pair)| *d = pair);
+            row[steps..].fill(0);
         }
     }
 }
@@ -219,7 +208,6 @@ mod avx512_bf16 {
     use super::{Bf16Tile, AVX512_BF16, PREFETCH};
 
     const NR: usize = 32;
-    const STRIDE: usize = 16;
 
     /// # Safety
     /// The CPU has AVX-512F, BW and BF16, and each tile's `c` is valid for its writes.
@@ -239,6 +227,7 @@ mod avx512_bf16 {
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
     unsafe fn rows<const R: usize>(t: &Bf16Tile) {
         let (a, b) = (t.a.as_ptr().cast::<i32>(), t.b.as_ptr());
+        let row_dwords = super::row_dwords(t.steps);
         let mut lo = [_mm512_setzero_ps(); R];
         let mut hi = [_mm512_setzero_ps(); R];
         for step in 0..t.steps {
@@ -247,19 +236,22 @@ mod avx512_bf16 {
             let ahead = b.wrapping_add((step + PREFETCH) * NR * 2);
             _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(32).cast());
-            // SAFETY: `a` holds `steps` lines of 16 dwords and `b` `steps` steps of 64 bf16
-            // (checked by `tile`). A vector of 32 bf16 is a vector of 16 dwords reinterpreted.
+            // SAFETY: `a` holds R rows of `row_dwords` ≥ `steps` dwords and `b` `steps` steps of
+            // 64 bf16 (checked by `tile`). A vector of 32 bf16 is a vector of 16 dwords
+            // reinterpreted.
             let (b0, b1, line) = unsafe {
                 let step_b = b.add(step * NR * 2);
                 (
                     std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(step_b.cast())),
                     std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(step_b.add(32).cast())),
-                    a.add(step * STRIDE),
+                    a.add(step),
                 )
             };
             for r in 0..R {
                 // SAFETY: as above; row r's 2 bf16 in every dword.
-                let x = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(*line.add(r))) };
+                let x = unsafe {
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(*line.add(r * row_dwords)))
+                };
                 lo[r] = _mm512_dpbf16_ps(lo[r], x, b0);
                 hi[r] = _mm512_dpbf16_ps(hi[r], x, b1);
             }

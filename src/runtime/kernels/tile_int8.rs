@@ -30,7 +30,7 @@ pub(crate) struct I8Tile<'a> {
     pub cols: usize,
     /// Steps of 4 k.
     pub steps: usize,
-    /// `steps` lines of `a_stride` dwords: each row's 4 u8 at that step.
+    /// Each row's 4 u8 at each step, as the kernel's `input` holds them.
     pub a: &'a [u32],
     /// `steps` steps of `nr` columns × 4 s8, laid out as the kernel's `layout` says.
     pub b: &'a [i8],
@@ -56,7 +56,7 @@ impl I8Tile<'_> {
         super::amx::Operands { a: as_bytes(self.a), b: as_bytes(self.b), steps: self.steps, rows: self.rows }
     }
 
-    /// The checks every kernel relies on before it touches memory through pointers.
+    /// The checks a kernel on [`Input::Lines`] relies on before it touches memory through pointers.
     fn check(&self, mr: usize, nr: usize, a_stride: usize) {
         self.check_input(mr, nr, Input::Lines.tile_dwords(self.steps, mr, a_stride))
     }
@@ -148,7 +148,7 @@ impl StepLayout {
 pub(crate) struct I8Kernel {
     pub mr: usize,
     pub nr: usize,
-    /// Dwords per packed line of `a`.
+    /// Dwords per packed line of `a` ([`Input::Lines`]).
     pub a_stride: usize,
     /// The largest weight magnitude the kernel takes.
     pub weight_max: f32,
@@ -201,11 +201,11 @@ static AVX_VNNI: I8Kernel = I8Kernel {
 static AVX512_VNNI: I8Kernel = I8Kernel {
     mr: 14,
     nr: 32,
-    a_stride: 16,
+    a_stride: 0,
     weight_max: 127.0,
     layout: StepLayout::Quads,
     signed_inputs: false,
-    input: Input::Lines,
+    input: Input::Rows,
     tile: avx512_vnni::tile,
 };
 
@@ -377,12 +377,11 @@ mod avx512_vnni {
     use super::{I8Tile, PREFETCH};
 
     const NR: usize = 32;
-    const STRIDE: usize = 16;
 
     /// # Safety
     /// The CPU has AVX-512F, BW and VNNI, and `t.c` is valid for the tile's writes.
     pub(super) unsafe fn tile(t: &I8Tile) {
-        t.check(14, NR, STRIDE);
+        t.check_input(14, NR, super::Input::Rows.tile_dwords(t.steps, 14, 0));
         // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
         unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
     }
@@ -390,6 +389,7 @@ mod avx512_vnni {
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn rows<const R: usize>(t: &I8Tile) {
         let (a, b) = (t.a.as_ptr().cast::<i32>(), t.b.as_ptr());
+        let row_dwords = super::row_dwords(t.steps);
         let mut lo = [_mm512_setzero_si512(); R];
         let mut hi = [_mm512_setzero_si512(); R];
         for step in 0..t.steps {
@@ -398,18 +398,14 @@ mod avx512_vnni {
             let ahead = b.wrapping_add((step + PREFETCH) * NR * 4);
             _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64).cast());
-            // SAFETY: `a` holds `steps` lines of 16 dwords and `b` `steps` steps of 128 bytes
-            // (checked by `tile`).
+            // SAFETY: `a` holds R rows of `row_dwords` ≥ `steps` dwords and `b` `steps` steps of
+            // 128 bytes (checked by `tile`).
             let (b0, b1, line) = unsafe {
                 let step_b = b.add(step * NR * 4);
-                (
-                    _mm512_loadu_si512(step_b.cast()),
-                    _mm512_loadu_si512(step_b.add(64).cast()),
-                    a.add(step * STRIDE),
-                )
+                (_mm512_loadu_si512(step_b.cast()), _mm512_loadu_si512(step_b.add(64).cast()), a.add(step))
             };
             for r in 0..R {
-                let x = _mm512_set1_epi32(unsafe { *line.add(r) });
+                let x = _mm512_set1_epi32(unsafe { *line.add(r * row_dwords) });
                 lo[r] = _mm512_dpbusd_epi32(lo[r], x, b0);
                 hi[r] = _mm512_dpbusd_epi32(hi[r], x, b1);
             }
