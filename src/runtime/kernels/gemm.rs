@@ -13,8 +13,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::layout::{row_dwords, Aligned, Input};
-use super::tile_bf16::{from_bf16, offset, to_bf16, Bf16Kernel, Bf16Tile};
-use super::tile_f32::{F32Kernel, F32Tile};
+use super::tile_bf16::{offset, to_bf16, Bf16Kernel, Bf16Tile};
+use super::tile_f32::{F32Kernel, F32Tile, Weight};
 use super::tile_int8::{I8Kernel, I8Tile};
 use super::{multiversion, Level, SendPtr};
 
@@ -262,8 +262,8 @@ fn load_block(
 /// Packed panels that take part in one product: columns `n`, steps `k0..k0 + depth` of panels
 /// `stride` floats apart.
 #[derive(Clone, Copy)]
-pub(crate) struct Panels<'a> {
-    pub data: &'a [f32],
+pub(crate) struct Panels<'a, W = f32> {
+    pub data: &'a [W],
     pub stride: usize,
     pub n: usize,
     pub k0: usize,
@@ -281,18 +281,19 @@ pub(crate) enum Start<'a> {
 }
 
 /// `c (m, n) = start + a (m, depth) · Bᵀ`, where row i of `a` starts at `a[i * lda]` and B's
-/// panels are `b`. `packed` is scratch for the rows, k-major tile by tile.
+/// panels are `b` (f32, or bf16 against inputs rounded to bf16 as they are packed). `packed` is
+/// scratch for the rows, k-major tile by tile.
 ///
 /// # Safety
 /// `c` must be valid for writes of m rows of n floats, `ldc` apart, and no other thread may
 /// touch them during the call.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn multiply_f32(
+pub(crate) unsafe fn multiply_f32<W: Weight>(
     kernel: &F32Kernel,
     a: &[f32],
     lda: usize,
     m: usize,
-    b: Panels,
+    b: Panels<W>,
     start: Start,
     c: *mut f32,
     ldc: usize,
@@ -321,7 +322,7 @@ pub(crate) unsafe fn multiply_f32(
             load_block(&mut block, a, lda, row, rows, k0, width);
             for (kk, step) in dst[k0 * stride..].chunks_exact_mut(stride).take(width).enumerate() {
                 for (slot, line) in step.iter_mut().zip(&block) {
-                    *slot = line[kk];
+                    *slot = W::input(line[kk]);
                 }
             }
         }
@@ -333,7 +334,7 @@ pub(crate) unsafe fn multiply_f32(
         chunks.zip(&plan.tiles).for_each(pack);
     }
     let packed = packed.as_slice();
-    let c = SendPtr(c);
+    let (c, kernel_tile) = (SendPtr(c), W::tile(kernel));
     plan.run(|tiles, panels| {
         for k0 in (0..depth).step_by(KC) {
             let chunk = KC.min(depth - k0);
@@ -366,7 +367,7 @@ pub(crate) unsafe fn multiply_f32(
                     // SAFETY: the kernel is one this CPU runs (engines are made for a supported
                     // level); the tile's operands hold `chunk` steps; this task alone writes
                     // these rows of panel p's columns, inside `c` as the caller promises.
-                    unsafe { (kernel.tile)(&tile) };
+                    unsafe { kernel_tile(&tile) };
                 }
             }
         }
@@ -425,14 +426,31 @@ impl PackedF32 {
     /// # Safety
     /// `out` must be valid for m × n writes; all of them are written.
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
-        let (n, k, nr) = (self.n, self.k, self.kernel.nr);
-        let panels = Panels { data: self.panels.as_slice(), stride: k * nr, n, k0: 0, depth: k };
-        let start = bias.map_or(Start::Zero, Start::Bias);
-        let mut packed = Aligned::scratch(0);
-        // SAFETY: the caller gives m × n floats at `out`, rows n apart.
-        unsafe { multiply_f32(self.kernel, a, k, m, panels, start, out, n, true, &mut packed) };
-        packed.recycle();
+        let (n, k) = (self.n, self.k);
+        let panels = Panels { data: self.panels.as_slice(), stride: k * self.kernel.nr, n, k0: 0, depth: k };
+        // SAFETY: as the caller promises.
+        unsafe { weight_product(self.kernel, a, m, panels, bias, out) };
     }
+}
+
+/// `out` (m, n) = `a` (m, k) · Wᵀ + `bias` for a whole weight's `panels`, on the threads.
+///
+/// # Safety
+/// `out` must be valid for m × n writes.
+unsafe fn weight_product<W: Weight>(
+    kernel: &F32Kernel,
+    a: &[f32],
+    m: usize,
+    panels: Panels<W>,
+    bias: Option<&[f32]>,
+    out: *mut f32,
+) {
+    let (n, k) = (panels.n, panels.depth);
+    let start = bias.map_or(Start::Zero, Start::Bias);
+    let mut packed = Aligned::scratch(0);
+    // SAFETY: the caller gives m × n floats at `out`, rows n apart.
+    unsafe { multiply_f32(kernel, a, k, m, panels, start, out, n, true, &mut packed) };
+    packed.recycle();
 }
 
 /// A weight (n, k) quantized to s8 per output channel and packed for the int8 microkernel of one
@@ -566,8 +584,8 @@ impl PackedI8 {
 
 /// A weight (n, k) rounded to bf16 and packed for one level: panel p holds columns p·nr..p·nr +
 /// nr as steps of 2 k, each column's 2 k together for a bf16 kernel, each k's columns together
-/// where the level has none and the panels are widened for its f32 kernel. Half the memory of
-/// [`PackedF32`].
+/// where the level has none and its f32 kernel reads them, widening in its registers. Half the
+/// memory of [`PackedF32`].
 #[derive(Debug)]
 pub(crate) struct PackedBf16 {
     compute: Bf16Compute,
@@ -583,13 +601,11 @@ enum Bf16Compute {
     /// A bf16 kernel, and a tile program that reads the same panels for products of at least so
     /// many rows.
     Native { kernel: &'static Bf16Kernel, tiles: Option<(&'static Bf16Kernel, usize)> },
-    /// The level's f32 kernel on panels widened a group at a time, inputs rounded to bf16 and
-    /// back: the same products, at f32's speed less the widening.
+    /// The level's f32 kernel on the bf16 panels, widening each vector of weights as it loads
+    /// it, on inputs rounded to bf16 as they are packed: the bf16 kernels' products, summed in
+    /// f32 by the f32 kernel's multiply-adds.
     Widened(&'static F32Kernel),
 }
-
-/// Columns of widened panels per pass: 256, as the f32 driver groups panels per task.
-const WIDENED_COLUMNS: usize = 256;
 
 impl PackedBf16 {
     /// Rounds `w` (n, k) row-major to bf16 for `level`.
@@ -653,8 +669,13 @@ impl PackedBf16 {
                 // SAFETY: as the caller promises.
                 unsafe { self.matmul_native(kernel, program, a, m, bias, out) }
             }
-            // SAFETY: as the caller promises.
-            Bf16Compute::Widened(kernel) => unsafe { self.matmul_widened(kernel, a, m, bias, out) },
+            Bf16Compute::Widened(kernel) => {
+                let (n, k) = (self.n, self.k);
+                let stride = k.div_ceil(2) * 2 * self.nr;
+                let panels = Panels { data: self.panels.as_slice(), stride, n, k0: 0, depth: k };
+                // SAFETY: as the caller promises.
+                unsafe { weight_product(kernel, a, m, panels, bias, out) }
+            }
         }
     }
 
@@ -708,60 +729,12 @@ impl PackedBf16 {
         });
         packed.recycle();
     }
-
-    /// # Safety
-    /// As [`PackedBf16::matmul`].
-    unsafe fn matmul_widened(
-        &self,
-        kernel: &F32Kernel,
-        a: &[f32],
-        m: usize,
-        bias: Option<&[f32]>,
-        out: *mut f32,
-    ) {
-        let (n, k, nr) = (self.n, self.k, self.nr);
-        let mut rounded = vec![0f32; m * k];
-        rounded.par_chunks_mut(4096).zip(a[..m * k].par_chunks(4096)).for_each(|(dst, src)| {
-            for (d, &s) in dst.iter_mut().zip(src) {
-                *d = from_bf16(to_bf16(s));
-            }
-        });
-        let panel = k.div_ceil(2) * 2 * nr;
-        let group = (WIDENED_COLUMNS / nr).max(1);
-        let (mut widened, mut packed) = (Aligned::scratch(group * panel), Aligned::scratch(0));
-        for first in (0..n.div_ceil(nr)).step_by(group) {
-            let count = group.min(n.div_ceil(nr) - first);
-            let source = &self.panels.as_slice()[first * panel..(first + count) * panel];
-            widened.resize(count * panel);
-            widened.as_mut_slice().par_chunks_mut(4096).zip(source.par_chunks(4096)).for_each(
-                |(dst, src)| {
-                    for (d, &s) in dst.iter_mut().zip(src) {
-                        *d = from_bf16(s);
-                    }
-                },
-            );
-            let col = first * nr;
-            let b = Panels {
-                data: widened.as_slice(),
-                stride: panel,
-                n: (n - col).min(count * nr),
-                k0: 0,
-                depth: k,
-            };
-            let start = bias.map_or(Start::Zero, |bias| Start::Bias(&bias[col..]));
-            // SAFETY: these columns' m rows lie inside `out` (n apart), as the caller promises.
-            unsafe {
-                multiply_f32(kernel, &rounded, k, m, b, start, out.wrapping_add(col), n, true, &mut packed)
-            };
-        }
-        widened.recycle();
-        packed.recycle();
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::kernels::tile_bf16::from_bf16;
     use crate::runtime::kernels::{noise, tested_levels};
 
     /// Shapes that leave partial tiles, partial panels, several depth chunks (k > KC), several
@@ -959,6 +932,37 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn bf16_weights_read_by_an_f32_kernel_give_its_products_of_the_rounded_operands_bit_for_bit() {
+        // Widening in the registers changes where the f32 values come from, not the arithmetic:
+        // the f32 kernel on rounded inputs and rounded weights must give the same bits.
+        let round = |v: &[f32]| v.iter().map(|&x| from_bf16(to_bf16(x))).collect::<Vec<_>>();
+        let levels = tested_levels("bf16 on the f32 kernel");
+        for level in levels.into_iter().filter(|&l| Bf16Kernel::for_level(l).is_none()) {
+            for (i, &(m, k, n)) in SHAPES.iter().chain(&[(64, 100, 40), (40, 31, 70)]).enumerate() {
+                let a = noise(m * k, 300 + i as u64);
+                let w = noise(n * k, 400 + i as u64);
+                let bias = noise(n, 500 + i as u64);
+                let (mut got, mut want) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+                // SAFETY: both outputs hold m × n floats.
+                unsafe {
+                    PackedBf16::new(level, &w, n, k).matmul(&a, m, Some(&bias), got.as_mut_ptr());
+                    PackedF32::new(level, &round(&w), n, k).matmul(
+                        &round(&a),
+                        m,
+                        Some(&bias),
+                        want.as_mut_ptr(),
+                    );
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert!(
+                    bits(&got) == bits(&want),
+                    "{level:?} ({m},{k},{n}): bf16 panels differ from f32 ones"
+                );
             }
         }
     }

@@ -20,7 +20,7 @@
 //! `layout`, then `amx`, then the tiles, then `gemm`, then `linear` and `attention`.
 
 /// Calls `$kernel::<R>` for a tile's row count, so that each height of a microkernel keeps its
-/// accumulators in registers.
+/// accumulators in registers (`$kernel<_>`: `$kernel::<R, _>`, the rest inferred).
 #[cfg(any(
     target_arch = "x86_64",
     target_arch = "aarch64",
@@ -30,6 +30,12 @@ macro_rules! by_rows {
     ($kernel:ident, $t:expr, $($r:literal)*) => {
         match $t.rows {
             $($r => $kernel::<$r>($t),)*
+            _ => unreachable!("tile rows are checked against mr"),
+        }
+    };
+    ($kernel:ident<_>, $t:expr, $($r:literal)*) => {
+        match $t.rows {
+            $($r => $kernel::<$r, _>($t),)*
             _ => unreachable!("tile rows are checked against mr"),
         }
     };

@@ -6,11 +6,12 @@
 //! | --- | --- | --- |
 //! | AMX (products of enough rows; others as AVX-512 BF16) | 32 × 32 | `tdpbf16ps` (16 × 32 by 32 × 16 per instruction; `amx`) |
 //! | AVX-512 BF16 | 14 × 32 | `vdpbf16ps` (512-bit) |
-//! | every other level | the level's f32 tile | none: the weights widened to f32 (a shift) a group of panels at a time |
+//! | every other level | the level's f32 tile | none: each vector of weights widened to f32 (a shift) as it is loaded |
 //!
 //! Without bf16 instructions the weights still take half the memory, and a product runs the
-//! level's f32 kernel on the widened panels, with the widening and the inputs' rounding on top
-//! of f32's work (`gemm::PackedBf16`; docs/speed.md gives the figures).
+//! level's f32 kernel on the bf16 panels (`tile_f32::Weight`), its inputs rounded as they are
+//! packed: f32's work, a shift per vector of weights, and half the weight bytes to read
+//! (docs/speed.md gives the figures).
 
 use super::layout::{row_dwords, Input};
 use super::Level;

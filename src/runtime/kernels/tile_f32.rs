@@ -9,17 +9,75 @@
 //! | WebAssembly relaxed SIMD | 4 × 8 | 8 accumulators, 2 weight vectors, a broadcast; `f32x4.relaxed_madd` |
 //! | WebAssembly SIMD | 4 × 8 | 8 accumulators, 2 weight vectors, a broadcast and a product of V8's 16 xmm on x86-64 |
 //! | portable | 4 × 16 | plain arrays the compiler vectorises for the target |
+//!
+//! Each kernel reads weight panels of f32 or of bf16 ([`Weight`]): bf16 is how levels without
+//! bf16 products run bf16 weights, widened to f32 in the registers they are loaded into (a shift
+//! by 16 per vector of weights, a few instructions against a step's dozens of multiply-adds), so
+//! that bf16 costs no pass over the weights of its own and reads half the bytes.
 
+use super::tile_bf16::{from_bf16, to_bf16};
 use super::Level;
 
+/// What a weight panel holds. The kernels ask `BF16` inside their loops, where it is a constant.
+pub(crate) trait Weight: Copy + Send + Sync + 'static {
+    /// bf16 bits, widened to f32 as they are loaded, rather than f32.
+    const BF16: bool;
+
+    /// The kernel of `kernel`'s level that reads panels of this type.
+    fn tile(kernel: &F32Kernel) -> unsafe fn(&F32Tile<Self>);
+
+    /// An input as products with these weights see it: itself against f32, rounded to bf16
+    /// (to nearest, ties to even) against bf16, as the bf16 kernels round theirs.
+    fn input(x: f32) -> f32;
+
+    /// The f32 the weight stands for, exactly.
+    fn value(self) -> f32;
+}
+
+impl Weight for f32 {
+    const BF16: bool = false;
+
+    fn tile(kernel: &F32Kernel) -> unsafe fn(&F32Tile<f32>) {
+        kernel.tile
+    }
+
+    #[inline(always)]
+    fn input(x: f32) -> f32 {
+        x
+    }
+
+    #[inline(always)]
+    fn value(self) -> f32 {
+        self
+    }
+}
+
+impl Weight for u16 {
+    const BF16: bool = true;
+
+    fn tile(kernel: &F32Kernel) -> unsafe fn(&F32Tile<u16>) {
+        kernel.tile_bf16
+    }
+
+    #[inline(always)]
+    fn input(x: f32) -> f32 {
+        from_bf16(to_bf16(x))
+    }
+
+    #[inline(always)]
+    fn value(self) -> f32 {
+        from_bf16(self)
+    }
+}
+
 /// The operands of one tile.
-pub(crate) struct F32Tile<'a> {
+pub(crate) struct F32Tile<'a, W = f32> {
     /// Rows of `c` to write, at most the kernel's `mr`.
     pub rows: usize,
     /// `depth` lines of `a_stride` floats: the tile's rows at each step.
     pub a: &'a [f32],
     /// `depth` steps of `nr` weights.
-    pub b: &'a [f32],
+    pub b: &'a [W],
     pub depth: usize,
     /// `nr` values to start from (a bias, or zeros), unless `accumulate` says to start from `c`.
     pub start: &'a [f32],
@@ -30,7 +88,7 @@ pub(crate) struct F32Tile<'a> {
     pub cols: usize,
 }
 
-impl F32Tile<'_> {
+impl<W> F32Tile<'_, W> {
     /// The checks every kernel relies on before it touches memory through pointers.
     fn check(&self, mr: usize, nr: usize, a_stride: usize) {
         assert!(
@@ -79,30 +137,41 @@ pub(crate) struct F32Kernel {
     /// # Safety
     /// The CPU runs the kernel's instruction set, and `c` is valid for the tile's writes.
     pub tile: unsafe fn(&F32Tile),
+    /// The same kernel on bf16 weights; the same safety contract.
+    pub tile_bf16: unsafe fn(&F32Tile<u16>),
 }
 
-impl std::fmt::Debug for F32Tile<'_> {
+impl<W> std::fmt::Debug for F32Tile<'_, W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "F32Tile({} × {}, depth {})", self.rows, self.cols, self.depth)
     }
 }
 
-static PORTABLE: F32Kernel = F32Kernel { mr: 4, nr: 16, a_stride: 4, tile: portable::tile };
+static PORTABLE: F32Kernel =
+    F32Kernel { mr: 4, nr: 16, a_stride: 4, tile: portable::tile, tile_bf16: portable::tile };
 #[cfg(target_arch = "x86_64")]
-static AVX2: F32Kernel = F32Kernel { mr: 6, nr: 16, a_stride: 8, tile: avx2::tile };
+static AVX2: F32Kernel = F32Kernel { mr: 6, nr: 16, a_stride: 8, tile: avx2::tile, tile_bf16: avx2::tile };
 #[cfg(target_arch = "x86_64")]
-static AVX512: F32Kernel = F32Kernel { mr: 14, nr: 32, a_stride: 16, tile: avx512::tile };
+static AVX512: F32Kernel =
+    F32Kernel { mr: 14, nr: 32, a_stride: 16, tile: avx512::tile, tile_bf16: avx512::tile };
 #[cfg(target_arch = "aarch64")]
-static NEON: F32Kernel = F32Kernel { mr: neon::MR, nr: neon::NR, a_stride: neon::MR, tile: neon::tile };
+static NEON: F32Kernel =
+    F32Kernel { mr: neon::MR, nr: neon::NR, a_stride: neon::MR, tile: neon::tile, tile_bf16: neon::tile };
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-static SIMD128: F32Kernel =
-    F32Kernel { mr: simd128::MR, nr: simd128::NR, a_stride: simd128::MR, tile: simd128::tile };
+static SIMD128: F32Kernel = F32Kernel {
+    mr: simd128::MR,
+    nr: simd128::NR,
+    a_stride: simd128::MR,
+    tile: simd128::tile,
+    tile_bf16: simd128::tile,
+};
 #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
 static RELAXED_SIMD: F32Kernel = F32Kernel {
     mr: simd128::relaxed::MR,
     nr: simd128::NR,
     a_stride: simd128::relaxed::MR,
     tile: simd128::relaxed::tile,
+    tile_bf16: simd128::relaxed::tile,
 };
 
 impl F32Kernel {
@@ -139,21 +208,39 @@ const PREFETCH: usize = 24;
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{F32Tile, PREFETCH};
+    use super::{F32Tile, Weight, PREFETCH};
 
     const NR: usize = 32;
     const STRIDE: usize = 16;
 
     /// # Safety
     /// The CPU has AVX-512F, and `t.c` is valid for the tile's writes.
-    pub(super) unsafe fn tile(t: &F32Tile) {
+    pub(super) unsafe fn tile<W: Weight>(t: &F32Tile<W>) {
         t.check(14, NR, STRIDE);
         // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
-        unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
+        unsafe { by_rows!(rows<_>, t, 1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
+    }
+
+    /// 16 weights from `p`, as f32.
+    ///
+    /// # Safety
+    /// `p` is valid for 16 reads.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn weights<W: Weight>(p: *const W) -> __m512 {
+        // SAFETY: as the caller promises.
+        unsafe {
+            if W::BF16 {
+                let bits = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()));
+                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(bits))
+            } else {
+                _mm512_loadu_ps(p.cast())
+            }
+        }
     }
 
     #[target_feature(enable = "avx512f")]
-    unsafe fn rows<const R: usize>(t: &F32Tile) {
+    unsafe fn rows<const R: usize, W: Weight>(t: &F32Tile<W>) {
         let (a, b, c, ldc) = (t.a.as_ptr(), t.b.as_ptr(), t.c, t.ldc);
         let mask_lo: __mmask16 = if t.cols >= 16 { 0xFFFF } else { ((1u32 << t.cols) - 1) as u16 };
         let mask_hi: __mmask16 = if t.cols <= 16 { 0 } else { ((1u32 << (t.cols - 16)) - 1) as u16 };
@@ -175,7 +262,7 @@ mod avx512 {
             let ahead = b.wrapping_add((kk + PREFETCH) * NR);
             _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-            let (b0, b1) = unsafe { (_mm512_loadu_ps(b.add(kk * NR)), _mm512_loadu_ps(b.add(kk * NR + 16))) };
+            let (b0, b1) = unsafe { (weights(b.add(kk * NR)), weights(b.add(kk * NR + 16))) };
             let line = unsafe { a.add(kk * STRIDE) };
             for r in 0..R {
                 let x = _mm512_set1_ps(unsafe { *line.add(r) });
@@ -197,17 +284,17 @@ mod avx512 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{F32Tile, PREFETCH};
+    use super::{F32Tile, Weight, PREFETCH};
 
     const NR: usize = 16;
     const STRIDE: usize = 8;
 
     /// # Safety
     /// The CPU has AVX2 and FMA, and `t.c` is valid for the tile's writes.
-    pub(super) unsafe fn tile(t: &F32Tile) {
+    pub(super) unsafe fn tile<W: Weight>(t: &F32Tile<W>) {
         t.check(6, NR, STRIDE);
         // SAFETY: the operands were checked above; the caller vouches for the CPU and `c`.
-        unsafe { by_rows!(rows, t, 1 2 3 4 5 6) }
+        unsafe { by_rows!(rows<_>, t, 1 2 3 4 5 6) }
     }
 
     /// Lane masks for the first `cols` of 16 columns, as two halves.
@@ -220,8 +307,26 @@ mod avx2 {
         (lo, hi)
     }
 
+    /// 8 weights from `p`, as f32.
+    ///
+    /// # Safety
+    /// `p` is valid for 8 reads.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn weights<W: Weight>(p: *const W) -> __m256 {
+        // SAFETY: as the caller promises.
+        unsafe {
+            if W::BF16 {
+                let bits = _mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()));
+                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(bits))
+            } else {
+                _mm256_loadu_ps(p.cast())
+            }
+        }
+    }
+
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn rows<const R: usize>(t: &F32Tile) {
+    unsafe fn rows<const R: usize, W: Weight>(t: &F32Tile<W>) {
         let (a, b, c, ldc) = (t.a.as_ptr(), t.b.as_ptr(), t.c, t.ldc);
         let (mask_lo, mask_hi) = masks(t.cols);
         // SAFETY (every access below): `start` holds 16 floats and `a`, `b` `depth` steps (checked
@@ -240,7 +345,7 @@ mod avx2 {
             // A prefetch past the end of the panel is harmless; `wrapping_add` keeps the address
             // arithmetic defined there.
             _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((kk + PREFETCH) * NR).cast());
-            let (b0, b1) = unsafe { (_mm256_loadu_ps(b.add(kk * NR)), _mm256_loadu_ps(b.add(kk * NR + 8))) };
+            let (b0, b1) = unsafe { (weights(b.add(kk * NR)), weights(b.add(kk * NR + 8))) };
             let line = unsafe { a.add(kk * STRIDE) };
             for r in 0..R {
                 let x = _mm256_set1_ps(unsafe { *line.add(r) });
@@ -262,7 +367,7 @@ mod avx2 {
 mod neon {
     use std::arch::aarch64::*;
 
-    use super::F32Tile;
+    use super::{F32Tile, Weight};
 
     // 8 rows × 3 vectors hold 24 of the 32 registers; the step's 3 weight vectors and the 2
     // vectors of 8 rows' inputs take 5 more, and each input lane feeds `fmla` by element, so no
@@ -273,10 +378,10 @@ mod neon {
 
     /// # Safety
     /// `t.c` is valid for the tile's writes (NEON is in every aarch64 CPU).
-    pub(super) unsafe fn tile(t: &F32Tile) {
+    pub(super) unsafe fn tile<W: Weight>(t: &F32Tile<W>) {
         t.check(MR, NR, MR);
         // SAFETY: the operands were checked above; the caller vouches for `c`.
-        unsafe { by_rows!(rows, t, 1 2 3 4 5 6 7 8) }
+        unsafe { by_rows!(rows<_>, t, 1 2 3 4 5 6 7 8) }
     }
 
     /// `acc + w · line[L]` for the row whose input is lane L of `line`.
@@ -294,10 +399,26 @@ mod neon {
         }
     }
 
-    unsafe fn rows<const R: usize>(t: &F32Tile) {
+    /// 4 weights from `p`, as f32 (bf16 through `shll` by 16, one instruction).
+    ///
+    /// # Safety
+    /// `p` is valid for 4 reads.
+    #[inline(always)]
+    unsafe fn weights<W: Weight>(p: *const W) -> float32x4_t {
+        // SAFETY: as the caller promises; NEON loads take any alignment.
+        unsafe {
+            if W::BF16 {
+                vreinterpretq_f32_u32(vshll_n_u16::<16>(vld1_u16(p.cast())))
+            } else {
+                vld1q_f32(p.cast())
+            }
+        }
+    }
+
+    unsafe fn rows<const R: usize, W: Weight>(t: &F32Tile<W>) {
         let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
         // SAFETY (every access below): `start` holds NR floats and `a`, `b` `depth` steps of MR
-        // and NR floats (checked by `tile`); NEON loads and stores take any alignment.
+        // and NR values (checked by `tile`); NEON loads and stores take any alignment.
         let start: [float32x4_t; 3] =
             std::array::from_fn(|w| unsafe { vld1q_f32(t.start.as_ptr().add(4 * w)) });
         let mut acc = [start; R];
@@ -310,7 +431,7 @@ mod neon {
         }
         for kk in 0..t.depth {
             let weights: [float32x4_t; 3] =
-                std::array::from_fn(|w| unsafe { vld1q_f32(b.add(kk * NR + 4 * w)) });
+                std::array::from_fn(|w| unsafe { weights(b.add(kk * NR + 4 * w)) });
             let line: [float32x4_t; 2] =
                 std::array::from_fn(|h| unsafe { vld1q_f32(a.add(kk * MR + 4 * h)) });
             for (r, acc) in acc.iter_mut().enumerate() {
@@ -343,7 +464,7 @@ mod neon {
 mod simd128 {
     use std::arch::wasm32::*;
 
-    use super::F32Tile;
+    use super::{F32Tile, Weight};
 
     // simd128 has no multiply-add, so each product needs a register of its own: 5 × 8 and 6 × 8
     // spilled in V8 and ran 35–50% slower on a base-size model; 3 × 12 ran as 4 × 8.
@@ -355,15 +476,15 @@ mod simd128 {
     /// # Safety
     /// `t.c` is valid for the tile's writes (the module is built with simd128, so the engine
     /// runs it).
-    pub(super) unsafe fn tile(t: &F32Tile) {
+    pub(super) unsafe fn tile<W: Weight>(t: &F32Tile<W>) {
         t.check(MR, NR, MR);
         // SAFETY: the operands were checked above; the caller vouches for `c`.
-        unsafe { by_rows!(rows, t, 1 2 3 4) }
+        unsafe { by_rows!(rows<_>, t, 1 2 3 4) }
     }
 
-    unsafe fn rows<const R: usize>(t: &F32Tile) {
+    unsafe fn rows<const R: usize, W: Weight>(t: &F32Tile<W>) {
         // SAFETY: as `tile_rows` requires, checked by `tile`.
-        unsafe { tile_rows::<R>(t, |acc, x, w| f32x4_add(acc, f32x4_mul(x, w))) }
+        unsafe { tile_rows::<R, W>(t, |acc, x, w| f32x4_add(acc, f32x4_mul(x, w))) }
     }
 
     /// The kernel with `f32x4.relaxed_madd`: fused where the CPU has FMA (x86-64 with FMA3,
@@ -375,20 +496,20 @@ mod simd128 {
         use std::arch::wasm32::*;
 
         pub(in super::super) use super::MR;
-        use super::{tile_rows, F32Tile, NR};
+        use super::{tile_rows, F32Tile, Weight, NR};
 
         /// # Safety
         /// `t.c` is valid for the tile's writes (the module is built with relaxed-simd, so the
         /// engine runs it).
-        pub(in super::super) unsafe fn tile(t: &F32Tile) {
+        pub(in super::super) unsafe fn tile<W: Weight>(t: &F32Tile<W>) {
             t.check(MR, NR, MR);
             // SAFETY: the operands were checked above; the caller vouches for `c`.
-            unsafe { by_rows!(rows, t, 1 2 3 4) }
+            unsafe { by_rows!(rows<_>, t, 1 2 3 4) }
         }
 
-        unsafe fn rows<const R: usize>(t: &F32Tile) {
+        unsafe fn rows<const R: usize, W: Weight>(t: &F32Tile<W>) {
             // SAFETY: as `tile_rows` requires, checked by `tile`.
-            unsafe { tile_rows::<R>(t, |acc, x, w| f32x4_relaxed_madd(x, w, acc)) }
+            unsafe { tile_rows::<R, W>(t, |acc, x, w| f32x4_relaxed_madd(x, w, acc)) }
         }
     }
 
@@ -398,10 +519,21 @@ mod simd128 {
     /// `t` was checked against (`MR`, `NR`, `MR`) and `R` ≤ its rows; `t.c` is valid for the
     /// tile's writes.
     #[inline(always)]
-    unsafe fn tile_rows<const R: usize>(t: &F32Tile, madd: impl Fn(v128, v128, v128) -> v128) {
+    unsafe fn tile_rows<const R: usize, W: Weight>(t: &F32Tile<W>, madd: impl Fn(v128, v128, v128) -> v128) {
         let (a, b) = (t.a.as_ptr(), t.b.as_ptr());
+        // Weights as f32: bf16 zero-extended to 32 bits and shifted into the high half.
+        let weights = |p: *const W| {
+            // SAFETY: `p` is inside the panel, as below; v128 loads take any alignment.
+            unsafe {
+                if W::BF16 {
+                    u32x4_shl(u32x4_load_extend_u16x4(p.cast()), 16)
+                } else {
+                    v128_load(p.cast())
+                }
+            }
+        };
         // SAFETY (every access below): `start` holds NR floats and `a`, `b` `depth` steps of MR
-        // and NR floats (checked by the caller); v128 loads and stores take any alignment.
+        // and NR values (checked by the caller); v128 loads and stores take any alignment.
         let start: [v128; W] =
             std::array::from_fn(|w| unsafe { v128_load(t.start.as_ptr().add(4 * w).cast()) });
         let mut acc = [start; R];
@@ -413,8 +545,7 @@ mod simd128 {
             }
         }
         for kk in 0..t.depth {
-            let weights: [v128; W] =
-                std::array::from_fn(|w| unsafe { v128_load(b.add(kk * NR + 4 * w).cast()) });
+            let weights: [v128; W] = std::array::from_fn(|w| weights(unsafe { b.add(kk * NR + 4 * w) }));
             let line = unsafe { a.add(kk * MR) };
             for (r, acc) in acc.iter_mut().enumerate() {
                 let x = unsafe { v128_load32_splat(line.add(r).cast()) };
@@ -437,14 +568,14 @@ mod simd128 {
 }
 
 mod portable {
-    use super::F32Tile;
+    use super::{F32Tile, Weight};
 
     const MR: usize = 4;
     const NR: usize = 16;
 
     /// # Safety
     /// `t.c` is valid for the tile's writes.
-    pub(super) unsafe fn tile(t: &F32Tile) {
+    pub(super) unsafe fn tile<W: Weight>(t: &F32Tile<W>) {
         t.check(MR, NR, MR);
         let mut acc = [[0f32; NR]; MR];
         for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
@@ -458,7 +589,7 @@ mod portable {
         for (line, step) in t.a.chunks_exact(MR).zip(t.b.chunks_exact(NR)).take(t.depth) {
             for (row, &x) in acc.iter_mut().zip(line) {
                 for (o, &w) in row.iter_mut().zip(step) {
-                    *o += x * w;
+                    *o += x * w.value();
                 }
             }
         }
