@@ -636,9 +636,14 @@ impl PackedBf16 {
         Self::pack(Bf16Compute::Native { kernel, tiles }, kernel.nr, kernel.pairs, w, n, k)
     }
 
+    /// bf16 values per panel of `nr` columns: `k` padded to whole steps of 2.
+    fn panel_len(k: usize, nr: usize) -> usize {
+        k.div_ceil(2) * 2 * nr
+    }
+
     fn pack(compute: Bf16Compute, nr: usize, pairs: bool, w: &[f32], n: usize, k: usize) -> Self {
         assert_eq!(w.len(), n * k, "PackedBf16: weight of {} floats is not ({n}, {k})", w.len());
-        let panel = k.div_ceil(2) * 2 * nr;
+        let panel = Self::panel_len(k, nr);
         let mut panels = Aligned::zeros(n.div_ceil(nr) * panel);
         panels.as_mut_slice().par_chunks_mut(panel.max(1)).enumerate().for_each(|(p, panel)| {
             for j in 0..nr.min(n - p * nr) {
@@ -671,7 +676,7 @@ impl PackedBf16 {
             }
             Bf16Compute::Widened(kernel) => {
                 let (n, k) = (self.n, self.k);
-                let stride = k.div_ceil(2) * 2 * self.nr;
+                let stride = Self::panel_len(k, self.nr);
                 let panels = Panels { data: self.panels.as_slice(), stride, n, k0: 0, depth: k };
                 // SAFETY: as the caller promises.
                 unsafe { weight_product(kernel, a, m, panels, bias, out) }
@@ -704,7 +709,7 @@ impl PackedBf16 {
             .par_chunks_mut(tile_dwords.max(1))
             .zip(&plan.tiles)
             .for_each(|(dst, &(row, rows))| super::tile_bf16::round_rows(&a[row * k..], k, rows, dst));
-        let panel = steps * 2 * nr;
+        let panel = Self::panel_len(k, nr);
         let (out, inputs, weights) = (SendPtr(out), packed.as_slice(), self.panels.as_slice());
         plan.run_panels(n, nr, bias, |tiles, p, cols, bias| {
             let tiles: Vec<Bf16Tile> = tiles
@@ -734,7 +739,6 @@ impl PackedBf16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::kernels::tile_bf16::from_bf16;
     use crate::runtime::kernels::{noise, tested_levels};
 
     /// Shapes that leave partial tiles, partial panels, several depth chunks (k > KC), several
@@ -907,7 +911,7 @@ mod tests {
 
     #[test]
     fn bf16_products_equal_f64_ones_of_the_rounded_operands_at_every_level() {
-        let round = |x: f32| from_bf16(to_bf16(x)) as f64;
+        let round = |x: f32| <u16 as Weight>::input(x) as f64;
         let shapes = SHAPES.iter().chain(&[(64, 100, 40), (33, 64, 33), (40, 31, 70)]);
         for level in tested_levels("bf16 GEMM") {
             for (i, &(m, k, n)) in shapes.clone().enumerate() {
@@ -940,7 +944,7 @@ mod tests {
     fn bf16_weights_read_by_an_f32_kernel_give_its_products_of_the_rounded_operands_bit_for_bit() {
         // Widening in the registers changes where the f32 values come from, not the arithmetic:
         // the f32 kernel on rounded inputs and rounded weights must give the same bits.
-        let round = |v: &[f32]| v.iter().map(|&x| from_bf16(to_bf16(x))).collect::<Vec<_>>();
+        let round = |v: &[f32]| v.iter().map(|&x| <u16 as Weight>::input(x)).collect::<Vec<_>>();
         let levels = tested_levels("bf16 on the f32 kernel");
         for level in levels.into_iter().filter(|&l| Bf16Kernel::for_level(l).is_none()) {
             for (i, &(m, k, n)) in SHAPES.iter().chain(&[(64, 100, 40), (40, 31, 70)]).enumerate() {
