@@ -19,6 +19,9 @@ const TOLERANCE = 1e-4;
 // int8 against transformers' f32 probabilities with 8-bit weights, as the module's int8 kernel
 // takes them (tests/integration/quantization.rs).
 const INT8_BOUND = 0.08;
+// bf16 against transformers' f32 probabilities: bf16 weights and inputs, summed in f32
+// (BF16_BOUNDS in tests/integration/quantization.rs).
+const BF16_BOUND = 0.03;
 // The function of index.js: f32x4.relaxed_madd, valid only where relaxed SIMD is on.
 const PROBE = [
   0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0, 10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2,
@@ -151,6 +154,14 @@ test("int8 keeps the reference's labels, its scores within the native int8 bound
   assertClose("int8 texts", int8.classify(texts), references(clsWant.texts, int8.labels), INT8_BOUND);
   assertClose("int8 pairs", int8.classifyPairs(pairs), references(clsWant.pairs, int8.labels), INT8_BOUND);
   assert.notDeepEqual(int8.classify(texts), f32.classify(texts), "int8 gave f32's answers: it did not run");
+});
+
+test("bf16 keeps the reference's labels, its scores within the native bf16 bound", () => {
+  const f32 = TextClassifier.fromFiles(cls);
+  const bf16 = TextClassifier.fromFiles(cls, { quantize: "bf16" });
+  assertClose("bf16 texts", bf16.classify(texts), references(clsWant.texts, bf16.labels), BF16_BOUND);
+  assertClose("bf16 pairs", bf16.classifyPairs(pairs), references(clsWant.pairs, bf16.labels), BF16_BOUND);
+  assert.notDeepEqual(bf16.classify(texts), f32.classify(texts), "bf16 gave f32's answers: it did not run");
 });
 
 test("a sentence-transformers folder encodes as sentence-transformers", () => {
