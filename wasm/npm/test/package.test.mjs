@@ -148,21 +148,18 @@ test("classify and classifyPairs match transformers", () => {
   classifier.free();
 });
 
-test("int8 keeps the reference's labels, its scores within the native int8 bound", () => {
-  const f32 = TextClassifier.fromFiles(cls);
-  const int8 = TextClassifier.fromFiles(cls, { quantize: "int8" });
-  assertClose("int8 texts", int8.classify(texts), references(clsWant.texts, int8.labels), INT8_BOUND);
-  assertClose("int8 pairs", int8.classifyPairs(pairs), references(clsWant.pairs, int8.labels), INT8_BOUND);
-  assert.notDeepEqual(int8.classify(texts), f32.classify(texts), "int8 gave f32's answers: it did not run");
-});
-
-test("bf16 keeps the reference's labels, its scores within the native bf16 bound", () => {
-  const f32 = TextClassifier.fromFiles(cls);
-  const bf16 = TextClassifier.fromFiles(cls, { quantize: "bf16" });
-  assertClose("bf16 texts", bf16.classify(texts), references(clsWant.texts, bf16.labels), BF16_BOUND);
-  assertClose("bf16 pairs", bf16.classifyPairs(pairs), references(clsWant.pairs, bf16.labels), BF16_BOUND);
-  assert.notDeepEqual(bf16.classify(texts), f32.classify(texts), "bf16 gave f32's answers: it did not run");
-});
+for (const [quantize, bound] of [
+  ["int8", INT8_BOUND],
+  ["bf16", BF16_BOUND],
+]) {
+  test(`${quantize} keeps the reference's labels, its scores within the native ${quantize} bound`, () => {
+    const f32 = TextClassifier.fromFiles(cls);
+    const q = TextClassifier.fromFiles(cls, { quantize });
+    assertClose(`${quantize} texts`, q.classify(texts), references(clsWant.texts, q.labels), bound);
+    assertClose(`${quantize} pairs`, q.classifyPairs(pairs), references(clsWant.pairs, q.labels), bound);
+    assert.notDeepEqual(q.classify(texts), f32.classify(texts), `${quantize} gave f32's answers: it did not run`);
+  });
+}
 
 test("a sentence-transformers folder encodes as sentence-transformers", () => {
   const encoder = SentenceEncoder.fromFiles(st6);
