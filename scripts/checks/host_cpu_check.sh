@@ -55,7 +55,7 @@ run_tests() {
     local rc=$?
     # Which levels ran (each amx test says whether it ran on the unit or on the model only), then the totals and
     # the names of any failures.
-    grep -E 'amx level|cannot run it|agree with /proc/cpuinfo' "$log" | sort -u | sed 's/^/  /'
+    grep -E 'amx level|not run here|agree with /proc/cpuinfo' "$log" | sort -u | sed 's/^/  /'
     # The last "failures:" list and totals are the run's own (a test that runs this binary again at each level
     # prints the inner runs' too).
     awk '/^failures:$/ { list = "" } /^    [A-Za-z_:0-9]+$/ { list = list "\n  failed: " $1 }

@@ -2,10 +2,10 @@
 //! Candle's engine. `ROFORMER_CPU_LEVEL` and `ROFORMER_ENGINE` are read once per process, so each
 //! setting runs the tests in a child process of this test binary.
 
-use crate::support::fixture;
+use crate::support::{fixture, not_run_here};
 
-/// The SIMD levels of `ROFORMER_CPU_LEVEL`, lowest first, with whether this CPU runs each (as
-/// the crate detects it; `simd128` and `relaxed-simd` are WebAssembly's, which no native CPU runs).
+/// The SIMD levels of `ROFORMER_CPU_LEVEL` for this architecture, lowest first, with whether this
+/// CPU runs each (as the crate detects it).
 fn levels() -> Vec<(&'static str, bool)> {
     let supported = roformer::kernel_probe::levels();
     let names = [
@@ -22,7 +22,13 @@ fn levels() -> Vec<(&'static str, bool)> {
         "avx512-bf16",
         "amx",
     ];
-    names.into_iter().map(|name| (name, supported.contains(&name))).collect()
+    let this_arch = |name: &&str| match *name {
+        "portable" => true,
+        "simd128" | "relaxed-simd" => cfg!(target_arch = "wasm32"),
+        n if n.starts_with("neon") => cfg!(target_arch = "aarch64"),
+        _ => cfg!(target_arch = "x86_64"),
+    };
+    names.into_iter().filter(this_arch).map(|name| (name, supported.contains(&name))).collect()
 }
 
 /// The crate's detection against what Linux reports in /proc/cpuinfo, which lists AMX's flags
@@ -32,7 +38,7 @@ fn levels() -> Vec<(&'static str, bool)> {
 #[test]
 fn the_detected_levels_agree_with_proc_cpuinfo() {
     let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
-        println!("no /proc/cpuinfo here: detection not cross-checked");
+        not_run_here("the levels' detection against /proc/cpuinfo (there is none)");
         return;
     };
     let flags: Vec<&str> =
@@ -87,7 +93,7 @@ fn parity_at_every_level_this_cpu_runs() {
     let best = levels.iter().rev().find(|l| l.1).map(|l| l.0).unwrap_or("portable");
     for (level, supported) in levels {
         if !supported {
-            println!("level {level}: this CPU cannot run it; not tested here");
+            not_run_here(format!("the parity tests at level {level} (this CPU cannot run it)"));
         } else if level == best {
             println!("level {level}: this CPU's best, which the rest of this test binary runs at");
         } else {

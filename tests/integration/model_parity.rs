@@ -2,7 +2,7 @@
 //! relative, on the test device (`ROFORMER_TEST_DEVICE`); and on the CPU in bf16 too, within
 //! [`BF16`]'s bounds.
 
-use crate::support::{assert_close, device, diffs, model_fixture, on_cpu, Reference};
+use crate::support::{assert_close, device, diffs, model_fixture, not_run_here, on_cpu, Reference};
 use candle_core::{DType, Module, Tensor};
 use roformer::{
     load_dir, Inputs, Quantization, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerForMultipleChoice,
@@ -24,10 +24,12 @@ pub(crate) const BF16: (f64, f64) = (1.0, 5e-2);
 /// on a GPU, nor under `ROFORMER_ENGINE=candle`, whose engine has no bf16 products).
 pub(crate) fn precisions() -> Vec<Quantization> {
     if !on_cpu() {
-        eprintln!("bf16 fixtures skipped on {:?}: bf16 runs on the CPU only", device().location());
+        not_run_here(format!("the bf16 fixtures on {:?}: bf16 runs on the CPU only", device().location()));
         vec![Quantization::None]
     } else if std::env::var("ROFORMER_ENGINE").is_ok_and(|e| e.trim() == "candle") {
-        eprintln!("bf16 fixtures skipped: ROFORMER_ENGINE=candle chose Candle's engine, and bf16 is the fused one's");
+        not_run_here(
+            "the bf16 fixtures: ROFORMER_ENGINE=candle chose Candle's engine, and bf16 is the fused one's",
+        );
         vec![Quantization::None]
     } else {
         vec![Quantization::None, Quantization::Bf16]

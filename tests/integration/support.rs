@@ -46,8 +46,16 @@ pub fn cpu_only(what: &str) -> bool {
     if on_cpu() {
         return false;
     }
-    eprintln!("skipped on {:?}: {what} runs on the CPU only", device().location());
+    not_run_here(format!("{what} on {:?}: it runs on the CPU only", device().location()));
     true
+}
+
+/// Says what a passing test did not run here, in the output of `cargo test` itself: libtest
+/// captures the `print!` family and shows it only for a failing test, but not a write to the
+/// stderr handle.
+pub fn not_run_here(what: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "not run here: {what}");
 }
 
 /// The source tree the fixtures are read from: `ROFORMER_SOURCE_DIR` at run time (a test binary carried

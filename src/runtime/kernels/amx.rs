@@ -641,6 +641,8 @@ mod tests {
     use crate::runtime::kernels::gemm::{PackedBf16, PackedI8};
     use crate::runtime::kernels::layout::Input;
     use crate::runtime::kernels::noise;
+    #[cfg(target_arch = "x86_64")]
+    use crate::runtime::kernels::not_run_here;
     use crate::runtime::kernels::tile_bf16::{Bf16Kernel, Bf16Tile};
     use crate::runtime::kernels::tile_int8::{I8Kernel, I8Tile};
     use crate::runtime::kernels::Level;
@@ -809,8 +811,9 @@ mod tests {
     #[test]
     fn the_amx_level_equals_avx512_vnni_bit_for_bit() {
         if !Level::Amx.supported() {
-            println!(
-                "amx level: this CPU (or its OS) cannot run it; the tile program ran on the model unit only"
+            not_run_here(
+                "the amx level's int8 tiles (this CPU or its OS cannot run them; \
+                 the model unit ran the program)",
             );
             return;
         }
@@ -836,7 +839,10 @@ mod tests {
     #[test]
     fn the_amx_bf16_program_matches_avx512_bf16_and_the_model() {
         if !Level::Amx.supported() {
-            println!("amx level: this CPU (or its OS) cannot run it; the bf16 tile program ran on the model unit only");
+            not_run_here(
+                "the amx level's bf16 tiles (this CPU or its OS cannot run them; \
+                 the model unit ran the program)",
+            );
             return;
         }
         let registers = Bf16Kernel::for_level(Level::Amx).expect("amx has bf16 instructions");
