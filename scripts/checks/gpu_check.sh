@@ -17,7 +17,8 @@
 #    - f16 and bf16: the base fixture within the bounds tests/integration/model_behaviour.rs states
 #      (f16: 6e-2 max abs, 8e-3 relative on CUDA, whose f16 kernels compute in f16; bf16: 3e-1 max abs,
 #      3e-2 relative), against transformers' f32;
-#    - int8 (CPU only) says it is skipped; quantizing a model on the GPU must be refused by name.
+#    - int8 (CPU only) says it is not run there (a `not run here:` line); quantizing a model on the
+#      GPU must be refused by name.
 #    The differences are printed (ROFORMER_PRINT_DIFFS) and kept in $OUT/tests.log; beside them,
 #    scripts/checks/half_precision_gpu.py prints how far transformers' own f16 and bf16 land on this GPU.
 # 4. The base-size end-to-end benchmark, scripts/bench/bench_e2e_cuda.py: ours (`classify --device cuda --dtype
@@ -111,7 +112,7 @@ status=0
 say "tests on cuda (log: $OUT/tests.log)"
 ROFORMER_TEST_DEVICE=cuda ROFORMER_SOURCE_DIR=$ROOT ROFORMER_PRINT_DIFFS=1 \
     "$BUNDLE/deps/integration" model_parity:: families:: pipelines:: model_behaviour:: quantization:: \
-    --test-threads=4 --nocapture 2>&1 | tee "$OUT/tests.log" | grep -E '^test |test result|max abs|skipped|panicked'
+    --test-threads=4 --nocapture 2>&1 | tee "$OUT/tests.log" | grep -E '^test |test result|max abs|not run here|panicked'
 [[ ${PIPESTATUS[0]} == 0 ]] || {
     status=1
     say "TESTS FAILED on the GPU"
