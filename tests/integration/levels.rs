@@ -4,33 +4,6 @@
 
 use crate::support::{fixture, not_run_here};
 
-/// The SIMD levels of `ROFORMER_CPU_LEVEL` for this architecture, lowest first, with whether this
-/// CPU runs each (as the crate detects it).
-fn levels() -> Vec<(&'static str, bool)> {
-    let supported = roformer::kernel_probe::levels();
-    let names = [
-        "portable",
-        "simd128",
-        "relaxed-simd",
-        "neon",
-        "neon-dotprod",
-        "neon-i8mm",
-        "avx2",
-        "avx-vnni",
-        "avx512",
-        "avx512-vnni",
-        "avx512-bf16",
-        "amx",
-    ];
-    let this_arch = |name: &&str| match *name {
-        "portable" => true,
-        "simd128" | "relaxed-simd" => cfg!(target_arch = "wasm32"),
-        n if n.starts_with("neon") => cfg!(target_arch = "aarch64"),
-        _ => cfg!(target_arch = "x86_64"),
-    };
-    names.into_iter().filter(this_arch).map(|name| (name, supported.contains(&name))).collect()
-}
-
 /// The crate's detection against what Linux reports in /proc/cpuinfo, which lists AMX's flags
 /// only where the kernel enabled the tile state: a CPU that shows them must get the `amx` level
 /// (the process's permission is the one thing /proc/cpuinfo cannot tell, and Linux grants it on
@@ -89,7 +62,7 @@ const PARITY: [&str; 4] = ["model_parity::", "families::", "pipelines::", "quant
 
 #[test]
 fn parity_at_every_level_this_cpu_runs() {
-    let levels = levels();
+    let levels = roformer::kernel_probe::arch_levels();
     let best = levels.iter().rev().find(|l| l.1).map(|l| l.0).unwrap_or("portable");
     for (level, supported) in levels {
         if !supported {

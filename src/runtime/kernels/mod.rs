@@ -214,6 +214,24 @@ impl Level {
         }
     }
 
+    /// Whether the level is one of this architecture's, which a CPU of it may lack; another
+    /// architecture's levels are not this CPU's to miss.
+    pub fn of_this_arch(self) -> bool {
+        match self {
+            Level::Portable => true,
+            Level::Simd128 | Level::RelaxedSimd => cfg!(target_arch = "wasm32"),
+            Level::Neon | Level::NeonDotprod | Level::NeonI8mm => cfg!(target_arch = "aarch64"),
+            Level::Avx2
+            | Level::AvxVnni
+            | Level::Avx512
+            | Level::Avx512Vnni
+            | Level::Avx512Bf16
+            | Level::Amx => {
+                cfg!(target_arch = "x86_64")
+            }
+        }
+    }
+
     /// Whether this CPU runs code compiled for the level.
     pub fn supported(self) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -336,17 +354,8 @@ pub(crate) use multiversion;
 /// in the test's output (`not_run_here`), so a pass on a smaller CPU says what it did not cover.
 #[cfg(test)]
 pub(crate) fn tested_levels(what: &str) -> Vec<Level> {
-    // Another architecture's levels are not this CPU's to miss.
-    let this_arch = |l: &Level| match l {
-        Level::Portable => true,
-        Level::Simd128 | Level::RelaxedSimd => cfg!(target_arch = "wasm32"),
-        Level::Neon | Level::NeonDotprod | Level::NeonI8mm => cfg!(target_arch = "aarch64"),
-        Level::Avx2 | Level::AvxVnni | Level::Avx512 | Level::Avx512Vnni | Level::Avx512Bf16 | Level::Amx => {
-            cfg!(target_arch = "x86_64")
-        }
-    };
     let (run, skip): (Vec<Level>, Vec<Level>) =
-        Level::ALL.into_iter().filter(this_arch).partition(|l| l.supported());
+        Level::ALL.into_iter().filter(|l| l.of_this_arch()).partition(|l| l.supported());
     let names = |levels: &[Level]| levels.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ");
     println!("{what}: runs at {}", names(&run));
     if !skip.is_empty() {

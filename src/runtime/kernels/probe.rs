@@ -28,6 +28,11 @@ pub fn levels() -> Vec<&'static str> {
     Level::ALL.into_iter().filter(|l| l.supported()).map(Level::name).collect()
 }
 
+/// This architecture's levels by name, lowest first, with whether this CPU runs each.
+pub fn arch_levels() -> Vec<(&'static str, bool)> {
+    Level::ALL.into_iter().filter(|l| l.of_this_arch()).map(|l| (l.name(), l.supported())).collect()
+}
+
 /// The best of `rounds` timings, in seconds, of `(m, k) · (n, k)ᵀ` at `level` in `precision`
 /// (`f32`, `int8` or `bf16`; int8 and bf16 include quantizing or rounding the input) on a pool
 /// of `threads`, after 300 ms of untimed rounds (see `WARM_UP`).
