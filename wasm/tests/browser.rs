@@ -165,24 +165,19 @@ fn int8_outputs() -> BTreeMap<String, Vec<(String, f32)>> {
     .collect()
 }
 
-/// The bf16 classifications of cls's texts, at the native level in force. No level of this
-/// process has bf16 instructions (it runs at `portable`), so its products run the f32 kernel on
-/// bf16 weights and rounded inputs, as the WebAssembly modules' do. They are checked to differ
-/// from f32's by more than the page's tolerance, so that a module which ran f32 instead fails.
-/// (The built-in SST-2 model's probabilities on its texts are too sure to tell: bf16 moves them
-/// by about 2e-6.)
-fn bf16_outputs() -> Vec<(String, f32)> {
-    let folder = fixture("tests/fixtures/pipelines/cls");
-    let texts = texts_of("tests/fixtures/pipelines/cls");
-    let run = |options: PipelineOptions| -> Vec<(String, f32)> {
-        let classifier = TextClassifier::from_pretrained_with(&folder, options).unwrap();
-        classifier.classify(&texts).unwrap().into_iter().map(|c| (c.label, c.score)).collect()
-    };
-    let bf16 = run(PipelineOptions::default().with_quantization(Quantization::Bf16));
-    let full = run(PipelineOptions::default());
-    let moved = bf16.iter().zip(&full).map(|(a, b)| (a.1 - b.1).abs()).fold(0.0, f32::max);
-    assert!(moved > TOLERANCE, "bf16 moved no probability beyond {TOLERANCE} ({moved:.1e})");
-    bf16
+/// The bf16 classifications of `texts` by the classifier in `folder`, at the native level in
+/// force. No level of this process has bf16 instructions (it runs at `portable`), so its products
+/// run the f32 kernel on bf16 weights and rounded inputs, as the WebAssembly modules' do. They are
+/// checked to differ from `in_f32`'s by more than the page's tolerance, so that a module which ran
+/// f32 instead fails. (The built-in SST-2 model's probabilities on its texts are too sure to tell:
+/// bf16 moves them by about 2e-6.)
+fn bf16_classes(folder: &str, texts: &[String], in_f32: &TextClassifier) -> Expect {
+    let bf16 = PipelineOptions::default().with_quantization(Quantization::Bf16);
+    let rows = TextClassifier::from_pretrained_with(fixture(folder), bf16).unwrap().classify(texts).unwrap();
+    let full = in_f32.classify(texts).unwrap();
+    let moved = rows.iter().zip(&full).map(|(a, b)| (a.score - b.score).abs()).fold(0.0, f32::max);
+    assert!(moved > TOLERANCE, "{folder}: bf16 moved no probability beyond {TOLERANCE} ({moved:.1e})");
+    classes(Ok(rows))
 }
 
 /// The int8 outputs with weights up to ±63, as the relaxed-SIMD module quantizes them. The
@@ -219,7 +214,6 @@ fn cases() -> Vec<Case> {
     let sst2 = SST2;
     // int8 at this process's portable level (±127), as the plain module; at ±63 for the relaxed.
     let (at_127, at_63) = (int8_outputs(), int8_at_63());
-    let bf16 = bf16_outputs();
     let plain_int8 = |name: &str| Expect::Classes(at_127[name].clone());
     let relaxed_int8 = |name: &str| Expect::Classes(at_63[name].clone());
     let st6 = "tests/fixtures/sentence_transformers/st6_cls_dense";
@@ -304,7 +298,7 @@ fn cases() -> Vec<Case> {
             "files",
             json!({"quantize": "bf16"}),
             json!(cls_texts),
-            Expect::Classes(bf16),
+            bf16_classes(cls, &cls_texts, &classifier),
         ),
         case(
             "built-in SST-2, demo similarity",
