@@ -396,12 +396,17 @@ mod tests {
         let mut out = vec![0f64; tokens * hidden];
         for &(start, len) in segments.spans {
             for h in 0..heads {
+                // Rotated once per position: under qemu, rotating every key again for every query
+                // made this reference most of the kernel tests' time.
+                let keys: Vec<Vec<f64>> = (0..len).map(|ki| rotate(start + ki, 1, h, ki)).collect();
+                let values: Vec<Vec<f64>> = (0..len).map(|ki| rotate(start + ki, 2, h, ki)).collect();
                 for qi in 0..len {
                     let q = rotate(start + qi, 0, h, qi);
-                    let scores: Vec<f64> = (0..len)
-                        .map(|ki| {
-                            let k = rotate(start + ki, 1, h, ki);
-                            let mut s = q.iter().zip(&k).map(|(a, b)| a * b).sum::<f64>() / (d as f64).sqrt();
+                    let scores: Vec<f64> = keys
+                        .iter()
+                        .enumerate()
+                        .map(|(ki, k)| {
+                            let mut s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() / (d as f64).sqrt();
                             if let Some(bias) = segments.key_bias {
                                 s += bias[start + ki] as f64;
                             }
@@ -414,8 +419,7 @@ mod tests {
                     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                     let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
                     let total: f64 = weights.iter().sum();
-                    for (ki, w) in weights.iter().enumerate() {
-                        let v = rotate(start + ki, 2, h, ki);
+                    for (w, v) in weights.iter().zip(&values) {
                         for j in 0..d {
                             out[(start + qi) * hidden + h * d + j] += w / total * v[j];
                         }
