@@ -61,6 +61,9 @@ if [[ "${1:-}" != "--quick" ]]; then
         rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$name-$version"
     done
     cargo clean --quiet --profile dev -p roformer -p roformer-cli -p roformer-serve
-    cargo publish --workspace --dry-run --allow-dirty
+    # The dry run builds every dependency in the dev profile, which nothing else in .ci/run uses:
+    # without debug info, since nothing runs or debugs what it builds (357 s with it, 257 without,
+    # on a 2-core Zen 3).
+    CARGO_PROFILE_DEV_DEBUG=0 cargo publish --workspace --dry-run --allow-dirty
 fi
 echo "check_packages: ok"
