@@ -66,10 +66,8 @@ async function run(c) {
       // machine and with any built-in model: long enough to tell a page that answers from one
       // that froze, and no longer.
       const trial = cycle(100);
-      const started = performance.now();
-      await classifier.classify(trial);
-      const msPerText = (performance.now() - started) / trial.length;
-      const asked = Math.max(trial.length, Math.ceil((c.input.seconds * 1000) / msPerText));
+      const { ms } = await timed(() => classifier.classify(trial));
+      const asked = Math.max(trial.length, Math.ceil((c.input.seconds * 1000 * trial.length) / ms));
       const report = await timed(() => classifier.classify(cycle(asked)));
       classifier.free();
       return { ...report, asked };
