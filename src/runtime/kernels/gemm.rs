@@ -6,7 +6,8 @@
 //! The driver cuts the work once for every element type and instruction set: rows into tiles of
 //! at most `mr` (packed k-major, so each step of the kernel reads one line), tiles into blocks,
 //! panels into groups, depth into chunks, and (block, group) tasks over the threads. The
-//! microkernels, one per [`Level`], live in `tile_f32` and `tile_int8`.
+//! microkernels, one per [`Level`] and precision, live in `tile_f32`, `tile_int8` and `tile_bf16`,
+//! and the AMX unit's tile program in `amx`.
 
 use std::ops::Range;
 
