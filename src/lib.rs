@@ -44,10 +44,10 @@
 //!   `remote` (a folder fetched file by file, as a browser does), `hub/` (`options`, the `cache`
 //!   layout, `http`) and `tokenizer/` (the encode API, `folder` load and save, `jieba`, `wordpiece`);
 //! - `runtime/`: `engine` decides once per model whether the fused CPU `kernels/` (one GEMM
-//!   driver, a microkernel per SIMD level) or Candle's `ops` compute it; `quantization` is the
-//!   int8 option; `workers` the thread pool a pipeline runs on; and what knows nothing of RoFormer:
-//!   [`Activation`], [`RopeScaling`], the `kv_cache`, and [`scores`] (softmax, sigmoid, argmax,
-//!   top-k);
+//!   driver, a microkernel per SIMD level and precision, AMX's tile program) or Candle's `ops`
+//!   compute it; `quantization` is the int8 option; `workers` the thread pool a pipeline runs on;
+//!   and what knows nothing of RoFormer: [`Activation`], [`RopeScaling`], the `kv_cache`, and
+//!   [`scores`] (softmax, sigmoid, argmax, top-k);
 //! - `training` and `error` stay at the top.
 //!
 //! The guides are pages in the repository's `docs/` folder, one topic each (`docs/README.md` lists
