@@ -64,6 +64,7 @@ fn run() -> Result<()> {
     let options = args.run.options()?;
     // Flags are checked before the model loads: a mistake should not cost a download.
     let columns = args.columns.columns()?;
+    let mut out = common::output(args.output.as_deref())?;
     let classifier = match &args.model {
         Some(model) => TextClassifier::from_pretrained_with(model, options)
             .with_context(|| format!("loading {model}"))?,
@@ -80,12 +81,12 @@ fn run() -> Result<()> {
         let results = classifier.classify(&BUILT_IN)?;
         if args.format.is_none() && args.output.is_none() {
             for (text, r) in BUILT_IN.iter().zip(&results) {
-                println!("{}\t{:.4}\t{text}", r.label, r.score);
+                writeln!(out, "{}\t{:.4}\t{text}", r.label, r.score)?;
             }
-            return Ok(());
+            return Ok(out.flush()?);
         }
         let indices: Vec<usize> = (0..results.len()).collect();
-        return write_predictions(&args, &classifier, &indices, &results, None);
+        return write_predictions(out, &args, &classifier, &indices, &results, None);
     };
 
     let data = args.columns.read(input, Some(classifier.config()), args.skip_bad_lines)?;
@@ -109,7 +110,7 @@ fn run() -> Result<()> {
     let elapsed = start.elapsed().as_secs_f64();
 
     let indices: Vec<usize> = data.rows.iter().map(|r| r.index).collect();
-    write_predictions(&args, &classifier, &indices, &results, submission.as_deref())?;
+    write_predictions(out, &args, &classifier, &indices, &results, submission.as_deref())?;
 
     let truncated = results.iter().filter(|r| r.truncated).count();
     if truncated > 0 {
@@ -133,13 +134,13 @@ fn run() -> Result<()> {
 /// Writes one line per row, under the row's own index. A GLUE task's TSV holds the values its
 /// server expects (`submission`, per class id; the number itself for a regression).
 fn write_predictions(
+    mut out: common::Output,
     args: &Args,
     classifier: &TextClassifier,
     indices: &[usize],
     results: &[Classification],
     submission: Option<&[String]>,
 ) -> Result<()> {
-    let mut out = common::output(args.output.as_deref())?;
     let format = args.format.unwrap_or(Format::Tsv);
     if matches!(format, Format::Tsv) {
         writeln!(out, "index\tprediction")?;

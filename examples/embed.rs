@@ -7,7 +7,7 @@
 
 use std::io::{IsTerminal, Write};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use roformer::{cosine_similarity, Pooling, SentenceEncoder};
 
@@ -46,7 +46,8 @@ struct Args {
     /// Cut embeddings to their first N values (Matryoshka).
     #[arg(long, value_name = "N")]
     truncate_dim: Option<usize>,
-    /// Rank the input sentences by cosine similarity to this text.
+    /// Rank the input sentences by cosine similarity to this text: lines of similarity, index and
+    /// sentence, to --output or stdout.
     #[arg(long)]
     query: Option<String>,
 }
@@ -73,6 +74,12 @@ fn run() -> Result<()> {
     if let Some(dim) = args.truncate_dim {
         options = options.with_truncate_dim(dim);
     }
+    let npy = args.output.as_deref().filter(|path| path.ends_with(".npy"));
+    if let (Some(path), Some(_)) = (npy, &args.query) {
+        bail!("--query writes a ranking as text lines, not a matrix: --output {path} asks for .npy");
+    }
+    // Created before the model loads, .npy too (Candle's writer creates it again by its path).
+    let mut out = common::output(args.output.as_deref())?;
     let encoder = SentenceEncoder::from_pretrained_with(&args.model, options)
         .with_context(|| format!("loading {}", args.model))?;
     if args.input == "-" && std::io::stdin().is_terminal() {
@@ -93,20 +100,20 @@ fn run() -> Result<()> {
             embeddings.iter().map(|e| cosine_similarity(&q, e)).enumerate().collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
         for (index, sim) in ranked {
-            println!("{sim:.4}\t{index}\t{}", sentences[index]);
+            writeln!(out, "{sim:.4}\t{index}\t{}", sentences[index])?;
         }
-        return Ok(());
+        return Ok(out.flush()?);
     }
-    match &args.output {
-        Some(path) if path.ends_with(".npy") => write_npy(path, &embeddings)?,
-        Some(path) => write_jsonl(&mut std::fs::File::create(path)?, &embeddings)?,
-        None => write_jsonl(&mut std::io::stdout().lock(), &embeddings)?,
+    match npy {
+        Some(path) => {
+            drop(out);
+            write_npy(path, &embeddings).with_context(|| format!("writing {path}"))
+        }
+        None => write_jsonl(out, &embeddings),
     }
-    Ok(())
 }
 
-fn write_jsonl(out: &mut dyn Write, embeddings: &[Vec<f32>]) -> Result<()> {
-    let mut out = std::io::BufWriter::new(out);
+fn write_jsonl(mut out: common::Output, embeddings: &[Vec<f32>]) -> Result<()> {
     for (index, e) in embeddings.iter().enumerate() {
         writeln!(out, "{}", serde_json::json!({"index": index, "embedding": e}))?;
     }

@@ -89,6 +89,8 @@ fn run() -> Result<()> {
     };
     let train = read(&args.train)?;
     let dev = args.dev.as_deref().map(read).transpose()?;
+    // The folder the first epoch saves into is made now: a wrong path should not cost an epoch.
+    std::fs::create_dir_all(&args.output).with_context(|| format!("creating the folder {}", args.output))?;
 
     // Model folder, config and tokenizer.
     let (mut config, checkpoint, mut tokenizer) = match (&args.model, &args.config) {

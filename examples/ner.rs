@@ -55,10 +55,10 @@ fn run() -> Result<()> {
     if !args.ignore_labels.is_empty() {
         options = options.with_ignore_labels(args.ignore_labels.iter().cloned());
     }
+    let mut out = common::output(args.output.as_deref())?;
     let ner = TokenClassifier::from_pretrained_with(&args.model, pipeline_options)
         .with_context(|| format!("loading {}", args.model))?;
     let data = args.columns.read(&args.input, None, args.skip_bad_lines)?;
-    let mut out = common::output(args.output.as_deref())?;
     let grouped = args.aggregation_strategy != AggregationStrategy::None;
     for chunk in data.rows.chunks(args.run.batch_size.max(1) * 8) {
         let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();

@@ -69,7 +69,9 @@ fn run() -> Result<()> {
         .with_num_samples(num_samples)
         .with_seed(args.seed)
         .with_max_new_tokens(args.max_new_tokens);
-    let paraphraser = Paraphraser::from_pretrained_with(&args.model, args.run.options()?)
+    let options = args.run.options()?;
+    let mut out = common::output(args.output.as_deref())?;
+    let paraphraser = Paraphraser::from_pretrained_with(&args.model, options)
         .with_context(|| format!("loading {}", args.model))?;
     if args.input == "-" && std::io::stdin().is_terminal() {
         eprintln!(
@@ -77,11 +79,6 @@ fn run() -> Result<()> {
         );
     }
     let mut lines = common::tsv::Lines::new(common::tsv::open_input(&args.input)?, &args.input);
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(std::fs::File::create(path).with_context(|| format!("creating {path}"))?),
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let mut out = std::io::BufWriter::new(&mut out);
     let mut index = 0;
     while let Some((number, line)) = lines.next_line()? {
         let text = line.map_err(|m| anyhow::anyhow!("{}:{number}: {m}", args.input))?;

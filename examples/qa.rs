@@ -76,6 +76,7 @@ fn run() -> Result<()> {
     if columns.as_ref().is_some_and(|c| c.pair.is_none()) {
         bail!("--text-col names the question: name the context with --pair-col");
     }
+    let mut out = common::output(args.output.as_deref())?;
     let qa = QuestionAnswerer::from_pretrained_with(&args.model, pipeline_options)
         .with_context(|| format!("loading {}", args.model))?;
     let default = Columns { text: Column::Index(0), pair: Some(Column::Index(1)), label: None };
@@ -95,7 +96,6 @@ fn run() -> Result<()> {
             None => rows.push(row),
         }
     }
-    let mut out = common::output(args.output.as_deref())?;
     for chunk in rows.chunks(args.run.batch_size.max(1) * 8) {
         let pairs: Vec<(&str, &str)> =
             chunk.iter().map(|r| (r.text.as_str(), r.pair.as_deref().unwrap_or_default())).collect();

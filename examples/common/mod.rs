@@ -91,13 +91,43 @@ impl ColumnArgs {
     }
 }
 
-/// A buffered writer to `path`, or to stdout without one.
-pub fn output(path: Option<&str>) -> Result<Box<dyn std::io::Write>> {
+/// Where an example's lines go: a file, or stdout without one. Examples open it before the model
+/// loads, so that a wrong path fails before the work it would have cost, and a failed write names
+/// the file (a full disk, say).
+pub struct Output {
+    name: String,
+    inner: Box<dyn std::io::Write>,
+}
+
+/// Creates `path` (or takes stdout) for [`Output`]'s buffered lines.
+pub fn output(path: Option<&str>) -> Result<Output> {
     use anyhow::Context;
     Ok(match path {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {path}"))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        Some(path) => Output {
+            name: path.to_string(),
+            inner: Box::new(std::io::BufWriter::new(
+                std::fs::File::create(path).with_context(|| format!("creating {path}"))?,
+            )),
+        },
+        None => Output {
+            name: "stdout".into(),
+            inner: Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        },
     })
+}
+
+impl Output {
+    fn named(&self, e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), format!("writing {}: {e}", self.name))
+    }
+}
+
+impl std::io::Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).map_err(|e| self.named(e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().map_err(|e| self.named(e))
+    }
 }

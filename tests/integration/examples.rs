@@ -285,3 +285,83 @@ fn qa_writes_one_answer_or_the_best_answers_of_each_row() {
     assert_eq!(rows[0]["end"], t["end"]);
     assert_close("top_k 1", &rows[0]["score"], &t["score"]);
 }
+
+#[test]
+fn an_output_that_cannot_be_created_fails_before_the_model_loads_and_names_the_path() {
+    // The model does not exist either: the error must be the output's, so the output came first.
+    let missing_model = "/nonexistent/roformer-model";
+    let (jsonl, npy) = ("/nonexistent/roformer-out/out.jsonl", "/nonexistent/roformer-out/out.npy");
+    let cases: [(&str, &str, &[&str]); 6] = [
+        ("classify", jsonl, &["--input", "-", "--task", "sst2"]),
+        ("embed", jsonl, &[]),
+        ("embed", npy, &[]),
+        ("ner", jsonl, &[]),
+        ("qa", jsonl, &[]),
+        ("paraphrase", jsonl, &[]),
+    ];
+    for (name, output, extra) in cases {
+        let args = [&["--model", missing_model, "--output", output][..], extra].concat();
+        let out = run(name, &args, Some("a text\tanother\n"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("creating {output}")), "{name}: {stderr}");
+        assert!(!stderr.contains("roformer-model"), "{name} loaded the model first: {stderr}");
+    }
+
+    // The fine-tuning's folder is made before the checkpoint is opened, not at the first epoch.
+    let dir = std::env::temp_dir().join(format!("roformer-finetune-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (train, file) = (dir.join("train.tsv"), dir.join("a-file"));
+    std::fs::write(&train, "sentence\tlabel\ngood\t1\nbad\t0\n").unwrap();
+    std::fs::write(&file, "").unwrap();
+    let args = ["--model", missing_model, "--train", train.to_str().unwrap(), "--task", "sst2"];
+    let out = run("finetune", &[&args[..], &["--output", file.to_str().unwrap()]].concat(), None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("creating the folder {}", file.display())), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn embed_refuses_a_ranking_into_npy_before_it_loads() {
+    let out = run(
+        "embed",
+        &["--model", "/nonexistent/roformer-model", "--query", "q", "--output", "/tmp/rank.npy"],
+        Some("a text\n"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--query writes a ranking as text lines, not a matrix: --output /tmp/rank.npy"),
+        "{stderr}"
+    );
+}
+
+/// /dev/full takes the file's creation and refuses every write (ENOSPC): the error names the file.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_write_that_fails_names_the_output() {
+    let out = run(
+        "classify",
+        &[
+            "--model",
+            &model("cls"),
+            "--input",
+            "-",
+            "--task",
+            "sst2",
+            "--format",
+            "jsonl",
+            "--output",
+            "/dev/full",
+        ],
+        Some("sentence\tlabel\na good film\t1\n"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("writing /dev/full: "), "{stderr}");
+    let out = run("embed", &["--model", &model("sim"), "--output", "/dev/full"], Some("a text\n"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("writing /dev/full: "), "{stderr}");
+}
