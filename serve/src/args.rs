@@ -178,15 +178,16 @@ impl Args {
     }
 
     fn check(&self) -> Result<()> {
-        if self.max_batch_requests == Some(0)
-            || self.max_concurrent_requests == 0
-            || self.max_client_batch_size == 0
-            || self.tokenization_workers == Some(0)
-        {
-            bail!(
-                "--max-batch-requests, --max-concurrent-requests, --max-client-batch-size and \
-                 --tokenization-workers must be at least 1"
-            );
+        let counts = [
+            ("--max-batch-tokens", Some(self.max_batch_tokens)),
+            ("--max-batch-requests", self.max_batch_requests),
+            ("--max-concurrent-requests", Some(self.max_concurrent_requests)),
+            ("--max-client-batch-size", Some(self.max_client_batch_size)),
+            ("--tokenization-workers", self.tokenization_workers),
+        ];
+        let zero: Vec<&str> = counts.iter().filter(|(_, n)| *n == Some(0)).map(|(flag, _)| *flag).collect();
+        if !zero.is_empty() {
+            bail!("{} must be at least 1", zero.join(", "));
         }
         if let Some(path) = &self.dense_path {
             bail!(

@@ -248,7 +248,14 @@ fn load(
                 args.max_batch_tokens
             );
         }
-        tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(args.max_batch_tokens))?;
+        tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(args.max_batch_tokens)).with_context(
+            || {
+                format!(
+                    "--max-batch-tokens {} is the longest input, and too short for this model",
+                    args.max_batch_tokens
+                )
+            },
+        )?;
         args.max_batch_tokens
     } else {
         max_length

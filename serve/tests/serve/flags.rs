@@ -216,7 +216,7 @@ fn a_default_prompt_goes_before_texts_that_name_none() {
 }
 
 #[test]
-fn tei_flags_without_a_meaning_here_are_refused_by_name() {
+fn flags_without_a_meaning_here_or_out_of_range_are_refused_by_name() {
     // --otlp-endpoint is refused only where the feature that exports is off.
     let otlp = (&["--otlp-endpoint", "http://127.0.0.1:4317"][..], "built without OpenTelemetry export");
     let dense = (&["--dense-path", "2_Dense_1024"][..], "--dense-path 2_Dense_1024: not supported");
@@ -226,6 +226,14 @@ fn tei_flags_without_a_meaning_here_are_refused_by_name() {
         (&["--default-prompt-name", "query", "--default-prompt", "q: "][..], "cannot be used with"),
         (&["--pooling", "splade"][..], "not a ForMaskedLM model"),
         (&["--dtype", "float64"][..], "unknown dtype `float64`"),
+        (
+            &["--max-batch-tokens", "0", "--max-client-batch-size", "0"][..],
+            "--max-batch-tokens, --max-client-batch-size must be at least 1",
+        ),
+        (
+            &["--max-batch-tokens", "2"][..],
+            "--max-batch-tokens 2 is the longest input, and too short for this model",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_roformer-serve"))
             .args(["--model", &model("cls"), "--port", "0"])
