@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use roformer::PipelineOptions;
 
 /// Runs an example's body and reports its error once, cause chain included, with exit code 1.
@@ -137,10 +137,19 @@ pub fn parse_device(spec: &str) -> Result<candle_core::Device> {
         },
         None => (spec, 0),
     };
+    // Candle's own words for a build without the backend do not say how to get one.
+    let missing = |backend: &str| {
+        anyhow::anyhow!(
+            "device `{spec}`: this build has no {backend}: build it with `--features {}` (docs/features.md)",
+            backend.to_lowercase()
+        )
+    };
     Ok(match kind {
         "cpu" => Device::Cpu,
-        "cuda" => Device::new_cuda(ordinal)?,
-        "metal" => Device::new_metal(ordinal)?,
+        "cuda" if !candle_core::utils::cuda_is_available() => return Err(missing("CUDA")),
+        "metal" if !candle_core::utils::metal_is_available() => return Err(missing("Metal")),
+        "cuda" => Device::new_cuda(ordinal).with_context(|| format!("device `{spec}`"))?,
+        "metal" => Device::new_metal(ordinal).with_context(|| format!("device `{spec}`"))?,
         "auto" if candle_core::utils::cuda_is_available() => Device::new_cuda(0)?,
         "auto" if candle_core::utils::metal_is_available() => Device::new_metal(0)?,
         "auto" => Device::Cpu,
@@ -157,4 +166,28 @@ pub fn parse_dtype(spec: &str) -> Result<candle_core::DType> {
         "bf16" => DType::BF16,
         _ => bail!("unknown dtype `{spec}` (f32, f16 or bf16)"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_device;
+
+    #[test]
+    fn a_device_this_build_cannot_make_says_what_to_build() {
+        for (spec, backend, built) in [
+            ("cuda:99999", "cuda", candle_core::utils::cuda_is_available()),
+            ("metal:99999", "metal", candle_core::utils::metal_is_available()),
+        ] {
+            let error = format!("{:#}", parse_device(spec).unwrap_err());
+            // With the backend built, there is still no device 99999: Candle's error, under the spec.
+            let want = if built {
+                format!("device `{spec}`: ")
+            } else {
+                format!("build it with `--features {backend}`")
+            };
+            assert!(error.contains(&want), "{spec}: {error}");
+        }
+        assert!(format!("{:#}", parse_device("tpu").unwrap_err()).contains("unknown device `tpu`"));
+        assert!(format!("{:#}", parse_device("cuda:x").unwrap_err()).contains("`x` is not an ordinal"));
+    }
 }
