@@ -50,8 +50,13 @@ impl FillMask {
         Ok(Self { pipeline: Pipeline::load(model.as_ref(), options)? })
     }
 
-    /// For each text, for each `[MASK]` in order, the `top_k` most likely tokens.
+    /// For each text, for each `[MASK]` in order, the `top_k` most likely tokens (all of the
+    /// vocabulary where it holds fewer). A `top_k` of 0 is an error, as in the other pipelines,
+    /// rather than lists that are all empty.
     pub fn fill<S: AsRef<str>>(&self, texts: &[S], top_k: usize) -> Result<Vec<Vec<Vec<MaskCandidate>>>> {
+        if top_k == 0 {
+            return Err(Error::option("top_k", "top_k must be at least 1"));
+        }
         let pipeline = &self.pipeline;
         let tokenizer = &pipeline.tokenizer;
         let mask_id = tokenizer.token_id(&tokenizer.special_tokens().mask)?;

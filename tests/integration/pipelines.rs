@@ -3,7 +3,8 @@
 
 use crate::app::metrics;
 use roformer::{
-    cosine_similarity, FillMask, PipelineOptions, Pooling, SentenceEncoder, SparseEncoder, TextClassifier,
+    cosine_similarity, Error, FillMask, PipelineOptions, Pooling, SentenceEncoder, SparseEncoder,
+    TextClassifier,
 };
 use serde_json::Value;
 
@@ -109,6 +110,8 @@ fn fill_mask_matches_transformers() {
     let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     let fill = FillMask::from_pretrained_with(dir("mlm"), options(2)).unwrap();
     let ours = fill.fill(&texts, 5).unwrap();
+    let zero = fill.fill(&texts, 0).unwrap_err();
+    assert!(matches!(&zero, Error::InvalidOption { option, .. } if option == "top_k"), "{zero}");
     for ((text, got), want) in texts.iter().zip(&ours).zip(want["top5"].as_array().unwrap()) {
         let want = want.as_array().unwrap();
         assert_eq!(got.len(), want.len(), "{text}: one list per [MASK]");
