@@ -341,22 +341,8 @@ fn embed_refuses_a_ranking_into_npy_before_it_loads() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_write_that_fails_names_the_output() {
-    let out = run(
-        "classify",
-        &[
-            "--model",
-            &model("cls"),
-            "--input",
-            "-",
-            "--task",
-            "sst2",
-            "--format",
-            "jsonl",
-            "--output",
-            "/dev/full",
-        ],
-        Some("sentence\tlabel\na good film\t1\n"),
-    );
+    let args = ["--model", &model("cls"), "--input", "-", "--no-header", "--output", "/dev/full"];
+    let out = run("classify", &args, Some("a good film\n"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("writing /dev/full: "), "{stderr}");
