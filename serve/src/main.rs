@@ -248,14 +248,15 @@ fn load(
                 args.max_batch_tokens
             );
         }
-        tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(args.max_batch_tokens)).with_context(
-            || {
-                format!(
-                    "--max-batch-tokens {} is the longest input, and too short for this model",
-                    args.max_batch_tokens
-                )
-            },
-        )?;
+        let too_short = || {
+            format!(
+                "--max-batch-tokens {} is the longest input, and too short for this model",
+                args.max_batch_tokens
+            )
+        };
+        tokenizer
+            .set_truncation(Some(Truncation::LongestFirst), Some(args.max_batch_tokens))
+            .with_context(too_short)?;
         args.max_batch_tokens
     } else {
         max_length
