@@ -8,6 +8,8 @@
 //! replaced by `[MASK]` (a fixed pattern, so runs compare) and the model must restore it. Prints one
 //! JSON line per length: the length, the windows, the masked tokens and the top-1 accuracy.
 
+use std::num::NonZeroUsize;
+
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor, D};
 use clap::Parser;
@@ -31,8 +33,8 @@ struct Args {
     #[arg(long)]
     rope_scaling: Option<RopeScaling>,
     /// At most this many windows per length.
-    #[arg(long, default_value_t = 24)]
-    max_windows: usize,
+    #[arg(long, default_value_t = NonZeroUsize::new(24).unwrap())]
+    max_windows: NonZeroUsize,
 }
 
 fn main() -> std::process::ExitCode {
@@ -65,7 +67,7 @@ fn run() -> Result<()> {
             bail!("length {length} leaves no room between [CLS] and [SEP]");
         }
         let body = length - 2;
-        let windows = (stream.len() / body).min(args.max_windows);
+        let windows = (stream.len() / body).min(args.max_windows.get());
         if windows == 0 {
             bail!("{} has {} tokens, fewer than one window of {length}", args.input, stream.len());
         }

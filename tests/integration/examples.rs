@@ -351,3 +351,20 @@ fn a_write_that_fails_names_the_output() {
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("writing /dev/full: "), "{stderr}");
 }
+
+#[test]
+fn mlm_accuracy_writes_a_line_per_length_and_refuses_zero_windows() {
+    let text = std::env::temp_dir().join(format!("roformer-mlm-accuracy-{}.txt", std::process::id()));
+    std::fs::write(&text, "the cat sat on the mat and the dog ran far away from home today\n").unwrap();
+    let args = ["--model", &model("mlm"), "--input", text.to_str().unwrap(), "--lengths", "8,10"];
+    let rows = jsonl(&run("mlm_accuracy", &args, None));
+    assert_eq!(rows.iter().map(|r| r["length"].as_u64().unwrap()).collect::<Vec<_>>(), [8, 10]);
+    for row in &rows {
+        let accuracy = row["accuracy"].as_f64().unwrap();
+        assert!(row["windows"].as_u64().unwrap() >= 1 && (0.0..=1.0).contains(&accuracy), "{row}");
+    }
+    let out = run("mlm_accuracy", &[&args[..], &["--max-windows", "0"]].concat(), None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("'--max-windows <MAX_WINDOWS>'"), "{stderr}");
+    let _ = std::fs::remove_file(text);
+}
