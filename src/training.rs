@@ -136,17 +136,38 @@ impl TrainerBuilder {
     pub fn build(self, examples_per_epoch: usize) -> Result<Trainer> {
         let config = self.config;
         config.validate()?;
-        if self.batch_size == 0 || self.epochs == 0 {
-            return Err(Error::option("epochs", "epochs and batch_size must be at least 1"));
-        }
-        if !(self.learning_rate > 0.0 && (0.0..1.0).contains(&self.warmup_ratio)) {
-            return Err(Error::option(
+        // Each option is named alone: an infinite learning rate or a NaN would train weights into
+        // NaN and save them without a word.
+        let (lr, warmup, decay, clip) =
+            (self.learning_rate, self.warmup_ratio, self.weight_decay, self.max_grad_norm);
+        let fault = [
+            ("epochs", self.epochs == 0, "epochs must be at least 1".to_string()),
+            ("batch_size", self.batch_size == 0, "batch_size must be at least 1".to_string()),
+            (
                 "learning_rate",
-                format!(
-                    "learning_rate {} must be positive and warmup_ratio {} in [0, 1)",
-                    self.learning_rate, self.warmup_ratio
-                ),
-            ));
+                !(lr > 0.0 && lr.is_finite()),
+                format!("learning_rate {lr} must be positive and finite"),
+            ),
+            (
+                "warmup_ratio",
+                !(0.0..1.0).contains(&warmup),
+                format!("warmup_ratio {warmup} must be in [0, 1)"),
+            ),
+            (
+                "weight_decay",
+                !(decay >= 0.0 && decay.is_finite()),
+                format!("weight_decay {decay} must be 0 or more"),
+            ),
+            (
+                "max_grad_norm",
+                clip.is_nan(),
+                "max_grad_norm NaN is not a norm (0 turns clipping off)".to_string(),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, bad, _)| *bad);
+        if let Some((option, _, message)) = fault {
+            return Err(Error::option(option, message));
         }
         let device = self.device;
         let varmap = VarMap::new();

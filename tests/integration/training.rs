@@ -130,6 +130,33 @@ fn the_schedule_is_planned_by_the_builder() {
 }
 
 #[test]
+fn each_bad_option_is_refused_by_its_name() {
+    use roformer::training::TrainerBuilder;
+    type Set = fn(TrainerBuilder) -> TrainerBuilder;
+    let cases: [(&str, Set); 9] = [
+        ("epochs", |b| b.epochs(0)),
+        ("batch_size", |b| b.batch_size(0)),
+        ("learning_rate", |b| b.learning_rate(0.0)),
+        ("learning_rate", |b| b.learning_rate(f64::INFINITY)),
+        ("learning_rate", |b| b.learning_rate(f64::NAN)),
+        ("warmup_ratio", |b| b.warmup_ratio(1.0)),
+        ("weight_decay", |b| b.weight_decay(-1.0)),
+        ("weight_decay", |b| b.weight_decay(f64::NAN)),
+        ("max_grad_norm", |b| b.max_grad_norm(f64::NAN)),
+    ];
+    for (name, set) in cases {
+        let error = set(Trainer::builder(tiny_config(2))).build(8).err().expect(name);
+        assert!(
+            matches!(&error, roformer::Error::InvalidOption { option, .. } if option == name),
+            "{name}: {error}"
+        );
+        assert!(error.to_string().contains(name), "{error}");
+    }
+    // 0 turns clipping off, as in transformers.
+    assert!(Trainer::builder(tiny_config(2)).max_grad_norm(0.0).build(8).is_ok());
+}
+
+#[test]
 fn trainers_own_their_dropout_and_multi_label_targets_take_any_label_count() {
     // Two trainers with the same seed take the same steps, interleaved or not: neither reseeds
     // the other's dropout.
