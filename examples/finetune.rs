@@ -87,8 +87,8 @@ fn run() -> Result<()> {
         }
         Ok(data)
     };
-    let train = read(&args.train)?;
-    let dev = args.dev.as_deref().map(read).transpose()?;
+    let mut train = read(&args.train)?;
+    let mut dev = args.dev.as_deref().map(read).transpose()?;
     // The folder the first epoch saves into is made now: a wrong path should not cost an epoch.
     std::fs::create_dir_all(&args.output).with_context(|| format!("creating the folder {}", args.output))?;
 
@@ -131,6 +131,15 @@ fn run() -> Result<()> {
         config.num_labels = None;
     }
     config.validate()?;
+    let files =
+        std::iter::once((&mut train, args.train.as_str())).chain(dev.as_mut().zip(args.dev.as_deref()));
+    for (data, path) in files {
+        let before = data.skipped.len();
+        glue::check_labels(data, path, &config, args.skip_bad_lines)?;
+        for bad in &data.skipped[before..] {
+            eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
+        }
+    }
     tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(args.max_length))?;
 
     let examples = |data: &Dataset| -> Result<Vec<Example>> {

@@ -368,3 +368,36 @@ fn mlm_accuracy_writes_a_line_per_length_and_refuses_zero_windows() {
     assert!(!out.status.success() && stderr.contains("'--max-windows <MAX_WINDOWS>'"), "{stderr}");
     let _ = std::fs::remove_file(text);
 }
+
+#[test]
+fn finetune_names_the_file_and_line_of_a_label_the_model_lacks_and_can_skip_it() {
+    let dir = std::env::temp_dir().join(format!("roformer-finetune-labels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (train, output) = (dir.join("train.tsv"), dir.join("out"));
+    std::fs::write(&train, "sentence\tlabel\na great film\tpositive\nhard to say\tmaybe\ndull\tnegative\n")
+        .unwrap();
+    let model = crate::support::fixture("finetune/model");
+    let args = [
+        "--model",
+        model.to_str().unwrap(),
+        "--train",
+        train.to_str().unwrap(),
+        "--text-col",
+        "sentence",
+        "--label-col",
+        "label",
+        "--epochs",
+        "1",
+        "--output",
+        output.to_str().unwrap(),
+    ];
+    let message = format!("{}:3: label `maybe` is neither in the model's label2id", train.display());
+    let out = run("finetune", &args, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("error: {message}")), "{stderr}");
+    let out = run("finetune", &[&args[..], &["--skip-bad-lines"]].concat(), None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains(&format!("skipped {message}")), "{stderr}");
+    assert!(stderr.contains("2 training examples"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
