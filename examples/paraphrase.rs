@@ -30,9 +30,9 @@ struct Args {
     /// Candidates sampled per sentence, decoded together as one batch.
     #[arg(long, default_value_t = 32)]
     num_samples: usize,
-    /// The most similar candidates kept per sentence.
-    #[arg(long, default_value_t = 8)]
-    num_return: usize,
+    /// The most similar candidates kept per sentence (default 8; 1 with --greedy, which makes one).
+    #[arg(long)]
+    num_return: Option<usize>,
     /// Nucleus sampling: keep the smallest set of tokens holding this much probability.
     #[arg(long, default_value_t = 0.95)]
     top_p: f32,
@@ -58,17 +58,19 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<()> {
     let args = Args::parse();
     let (sampling, num_samples, num_return) = if args.greedy {
-        (Sampling::Greedy, 1, args.num_return.min(1))
+        (Sampling::Greedy, 1, args.num_return.unwrap_or(1))
     } else {
         let sampling =
             Sampling::Sample { temperature: args.temperature, top_k: args.top_k, top_p: args.top_p };
-        (sampling, args.num_samples, args.num_return)
+        (sampling, args.num_samples, args.num_return.unwrap_or(8))
     };
     let generation = GenerationOptions::default()
         .with_sampling(sampling)
         .with_num_samples(num_samples)
         .with_seed(args.seed)
         .with_max_new_tokens(args.max_new_tokens);
+    // Flags are checked before the model loads: a mistake should not cost a download.
+    generation.validate()?;
     let options = args.run.options()?;
     let mut out = common::output(args.output.as_deref())?;
     let paraphraser = Paraphraser::from_pretrained_with(&args.model, options)
@@ -82,9 +84,11 @@ fn run() -> Result<()> {
     let mut index = 0;
     while let Some((number, line)) = lines.next_line()? {
         let text = line.map_err(|m| anyhow::anyhow!("{}:{number}: {m}", args.input))?;
-        let candidates = paraphraser
-            .paraphrase(&text, &generation, num_return)
-            .with_context(|| format!("{}:{number}", args.input))?;
+        // An option's fault (num_return against num_samples) is no line's.
+        let candidates = paraphraser.paraphrase(&text, &generation, num_return).map_err(|e| match e {
+            e @ roformer::Error::InvalidOption { .. } => anyhow::Error::new(e),
+            e => anyhow::Error::new(e).context(format!("{}:{number}", args.input)),
+        })?;
         let candidates: Vec<_> = candidates
             .iter()
             .map(|c| serde_json::json!({"ids": c.ids, "text": c.text, "similarity": c.similarity}))

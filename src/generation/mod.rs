@@ -112,24 +112,15 @@ impl GenerationOptions {
     }
 
     /// Refuses options that cannot generate from a source of `source_len` tokens.
-    fn check(&self, source_len: usize, max_positions: usize) -> Result<()> {
+    /// What [`RoFormerForCausalLM::generate`] would refuse in these options alone, whatever the
+    /// source: so that a program can check its flags before it loads a model.
+    pub fn validate(&self) -> Result<()> {
         let bad = |option: &str, message: String| Err(Error::option(option, message));
-        if source_len == 0 {
-            return Err(Error::Input("the source has no tokens".into()));
-        }
         if self.num_samples == 0 {
             return bad("num_samples", "num_samples must be at least 1".into());
         }
         if self.max_new_tokens == 0 {
             return bad("max_new_tokens", "max_new_tokens must be at least 1".into());
-        }
-        if source_len + self.max_new_tokens > max_positions {
-            return Err(Error::Input(format!(
-                "the source has {source_len} tokens: with max_new_tokens {} that is {} positions, past the \
-                 model's max_position_embeddings {max_positions}; shorten the source or ask for fewer tokens",
-                self.max_new_tokens,
-                source_len + self.max_new_tokens
-            )));
         }
         if let Sampling::Sample { temperature, top_k, top_p } = self.sampling {
             if !(temperature > 0.0 && temperature.is_finite()) {
@@ -144,6 +135,22 @@ impl GenerationOptions {
             if !(top_p > 0.0 && top_p <= 1.0) {
                 return bad("top_p", format!("top_p {top_p} must be in (0, 1]"));
             }
+        }
+        Ok(())
+    }
+
+    fn check(&self, source_len: usize, max_positions: usize) -> Result<()> {
+        self.validate()?;
+        if source_len == 0 {
+            return Err(Error::Input("the source has no tokens".into()));
+        }
+        if source_len + self.max_new_tokens > max_positions {
+            return Err(Error::Input(format!(
+                "the source has {source_len} tokens: with max_new_tokens {} that is {} positions, past the \
+                 model's max_position_embeddings {max_positions}; shorten the source or ask for fewer tokens",
+                self.max_new_tokens,
+                source_len + self.max_new_tokens
+            )));
         }
         Ok(())
     }

@@ -71,6 +71,10 @@ impl Paraphraser {
         generation: &GenerationOptions,
         num_return: usize,
     ) -> Result<Vec<Paraphrase>> {
+        generation.validate()?;
+        if num_return == 0 {
+            return Err(Error::option("num_return", "num_return must be at least 1"));
+        }
         if num_return > generation.num_samples() {
             return Err(Error::option(
                 "num_return",

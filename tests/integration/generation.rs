@@ -162,6 +162,12 @@ fn bad_generation_requests_are_refused_with_the_reason() {
     let err =
         paraphraser.paraphrase("你好", &GenerationOptions::default().with_num_samples(2), 3).unwrap_err();
     assert!(err.to_string().contains("num_return 3 is larger than num_samples 2"), "{err}");
+    let err = paraphraser.paraphrase("你好", &GenerationOptions::default(), 0).unwrap_err();
+    assert!(err.to_string().contains("num_return must be at least 1"), "{err}");
+    // The options' own faults are found before a source or model is looked at.
+    let err = GenerationOptions::default().with_num_samples(2).with_sampling(sample(0.9, 0.0)).validate();
+    assert!(err.unwrap_err().to_string().contains("temperature 0"));
+    assert!(GenerationOptions::default().with_max_new_tokens(61).validate().is_ok());
     // A checkpoint without an LM head: a sim encoder saved without one.
     let err = Paraphraser::from_pretrained(model_fixture("sim_decoder")).unwrap_err().to_string();
     assert!(err.contains("cls.predictions"), "{err}");
@@ -194,6 +200,28 @@ fn paraphrase_example_writes_one_row_per_input_in_order() {
         assert_eq!(candidates[0]["text"], case["decoded"]);
         assert_eq!(candidates[0]["ids"], case["ids"]);
     }
+    // A sampling flag's fault is found before the model loads (there is none at that path), and
+    // is no input line's.
+    let out =
+        crate::examples::run("paraphrase", &["--model", "/nonexistent/sim", "--top-p", "2"], Some("你好\n"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("error: invalid option: top_p 2 must be in (0, 1]"),
+        "{stderr}"
+    );
+    // Sampling: --num-return larger than --num-samples is refused, naming both; so is greedy's
+    // single candidate against --num-return 2 (it was cut to 1 without a word).
+    let out = crate::examples::run(
+        "paraphrase",
+        &["--model", folder.to_str().unwrap(), "--greedy", "--num-return", "2"],
+        Some("你好\n"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("error: invalid option: num_return 2 is larger than num_samples 1"),
+        "{stderr}"
+    );
     // Sampling: --num-return larger than --num-samples is refused, naming both.
     let out = crate::examples::run(
         "paraphrase",
