@@ -111,7 +111,6 @@ impl GenerationOptions {
         self.eos_token_id
     }
 
-    /// Refuses options that cannot generate from a source of `source_len` tokens.
     /// What [`RoFormerForCausalLM::generate`] would refuse in these options alone, whatever the
     /// source: so that a program can check its flags before it loads a model.
     pub fn validate(&self) -> Result<()> {
@@ -139,6 +138,7 @@ impl GenerationOptions {
         Ok(())
     }
 
+    /// Refuses options that cannot generate from a source of `source_len` tokens.
     fn check(&self, source_len: usize, max_positions: usize) -> Result<()> {
         self.validate()?;
         if source_len == 0 {
