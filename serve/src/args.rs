@@ -189,6 +189,10 @@ impl Args {
         if !zero.is_empty() {
             bail!("{} must be at least 1", zero.join(", "));
         }
+        // `API_KEY=` in an env file, say: the server would start and refuse every request.
+        if self.api_key.as_deref().is_some_and(|key| key.trim().is_empty()) {
+            bail!("--api-key (or API_KEY) is empty: every request would be refused; give a key, or unset it");
+        }
         if let Some(path) = &self.dense_path {
             bail!(
                 "--dense-path {path}: not supported: a sentence-transformers folder's modules.json names the \

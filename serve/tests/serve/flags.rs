@@ -230,6 +230,7 @@ fn flags_without_a_meaning_here_or_out_of_range_are_refused_by_name() {
             &["--max-batch-tokens", "0", "--max-client-batch-size", "0"][..],
             "--max-batch-tokens, --max-client-batch-size must be at least 1",
         ),
+        (&["--api-key", " "][..], "--api-key (or API_KEY) is empty"),
         (
             &["--max-batch-tokens", "2"][..],
             "--max-batch-tokens 2 is the longest input, and too short for this model",
