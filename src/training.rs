@@ -156,7 +156,7 @@ impl TrainerBuilder {
             (
                 "weight_decay",
                 !(decay >= 0.0 && decay.is_finite()),
-                format!("weight_decay {decay} must be 0 or more"),
+                format!("weight_decay {decay} must be a finite number, 0 or more"),
             ),
             (
                 "max_grad_norm",
