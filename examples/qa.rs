@@ -76,6 +76,8 @@ fn run() -> Result<()> {
     if columns.as_ref().is_some_and(|c| c.pair.is_none()) {
         bail!("--text-col names the question: name the context with --pair-col");
     }
+    // Flags are checked before the model loads: a mistake should not cost a download.
+    options.validate()?;
     let mut out = common::output(args.output.as_deref())?;
     let qa = QuestionAnswerer::from_pretrained_with(&args.model, pipeline_options)
         .with_context(|| format!("loading {}", args.model))?;

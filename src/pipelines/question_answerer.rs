@@ -88,6 +88,31 @@ impl QuestionAnswererOptions {
         self.align_to_words = align;
         self
     }
+
+    /// What [`QuestionAnswerer::answer_with`] would refuse in these options alone, whatever the model
+    /// (whose max length sets the windows' defaults): so that a program can check its flags
+    /// before it loads one.
+    pub fn validate(&self) -> Result<()> {
+        if self.top_k == 0 {
+            return Err(Error::option("top_k", "top_k must be at least 1"));
+        }
+        if self.max_answer_len == 0 {
+            return Err(Error::option("max_answer_len", "max_answer_len must be at least 1"));
+        }
+        if let (Some(max_seq_len), Some(doc_stride)) = (self.max_seq_len, self.doc_stride) {
+            if doc_stride > max_seq_len {
+                return Err(doc_stride_error(doc_stride, max_seq_len));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn doc_stride_error(doc_stride: usize, max_seq_len: usize) -> Error {
+    Error::option(
+        "doc_stride",
+        format!("doc_stride ({doc_stride}) is larger than max_seq_len ({max_seq_len})"),
+    )
 }
 
 /// One answer: a span of the context.
@@ -182,19 +207,11 @@ impl QuestionAnswerer {
 
     /// The window length and stride, checked as the pipeline checks them.
     fn windowing(&self, options: &QuestionAnswererOptions) -> Result<(usize, usize)> {
-        if options.top_k == 0 {
-            return Err(Error::option("top_k", "top_k must be at least 1"));
-        }
-        if options.max_answer_len == 0 {
-            return Err(Error::option("max_answer_len", "max_answer_len must be at least 1"));
-        }
+        options.validate()?;
         let max_seq_len = options.max_seq_len.unwrap_or(self.pipeline.max_length.min(384));
         let doc_stride = options.doc_stride.unwrap_or((max_seq_len / 2).min(128));
         if doc_stride > max_seq_len {
-            return Err(Error::option(
-                "doc_stride",
-                format!("doc_stride ({doc_stride}) is larger than max_seq_len ({max_seq_len})"),
-            ));
+            return Err(doc_stride_error(doc_stride, max_seq_len));
         }
         Ok((max_seq_len, doc_stride))
     }

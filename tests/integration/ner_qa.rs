@@ -150,8 +150,19 @@ fn bad_questions_contexts_and_options_are_errors() {
         assert!(err.to_string().contains(says), "{says}: {err}");
         if let Some(want) = option {
             assert!(matches!(&err, Error::InvalidOption { option, .. } if option == want), "{err:?}");
+            // The same refusal without a model, as a program checks its flags before loading one.
+            assert_eq!(options.validate().unwrap_err().to_string(), err.to_string());
+        } else {
+            assert!(options.validate().is_ok(), "{says}: the window's room depends on the question");
         }
     }
+    let out = crate::examples::run(
+        "qa",
+        &["--model", "/nonexistent/qa", "--no-header", "--max-answer-len", "0"],
+        Some("q\tc\n"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("error: invalid option: max_answer_len"), "{stderr}");
 }
 
 #[test]
