@@ -236,6 +236,11 @@ impl Error {
         Error::InvalidOption { option: option.to_string(), message: message.into() }
     }
 
+    /// A count option given as 0: "`option` must be at least 1".
+    pub(crate) fn at_least_one(option: &str) -> Self {
+        Error::option(option, format!("{option} must be at least 1"))
+    }
+
     pub(crate) fn tokenizer(message: impl Into<String>) -> Self {
         Error::Tokenizer { message: message.into(), source: None }
     }

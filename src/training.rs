@@ -138,36 +138,31 @@ impl TrainerBuilder {
         config.validate()?;
         // Each option is named alone: an infinite learning rate or a NaN would train weights into
         // NaN and save them without a word.
-        let (lr, warmup, decay, clip) =
-            (self.learning_rate, self.warmup_ratio, self.weight_decay, self.max_grad_norm);
-        let fault = [
-            ("epochs", self.epochs == 0, "epochs must be at least 1".to_string()),
-            ("batch_size", self.batch_size == 0, "batch_size must be at least 1".to_string()),
-            (
+        let (lr, warmup, decay) = (self.learning_rate, self.warmup_ratio, self.weight_decay);
+        if self.epochs == 0 {
+            return Err(Error::at_least_one("epochs"));
+        }
+        if self.batch_size == 0 {
+            return Err(Error::at_least_one("batch_size"));
+        }
+        if !(lr > 0.0 && lr.is_finite()) {
+            return Err(Error::option(
                 "learning_rate",
-                !(lr > 0.0 && lr.is_finite()),
                 format!("learning_rate {lr} must be positive and finite"),
-            ),
-            (
-                "warmup_ratio",
-                !(0.0..1.0).contains(&warmup),
-                format!("warmup_ratio {warmup} must be in [0, 1)"),
-            ),
-            (
-                "weight_decay",
-                !(decay >= 0.0 && decay.is_finite()),
-                format!("weight_decay {decay} must be a finite number, 0 or more"),
-            ),
-            (
+            ));
+        }
+        if !(0.0..1.0).contains(&warmup) {
+            return Err(Error::option("warmup_ratio", format!("warmup_ratio {warmup} must be in [0, 1)")));
+        }
+        if !(decay >= 0.0 && decay.is_finite()) {
+            let message = format!("weight_decay {decay} must be a finite number, 0 or more");
+            return Err(Error::option("weight_decay", message));
+        }
+        if self.max_grad_norm.is_nan() {
+            return Err(Error::option(
                 "max_grad_norm",
-                clip.is_nan(),
-                "max_grad_norm NaN is not a norm (0 turns clipping off)".to_string(),
-            ),
-        ]
-        .into_iter()
-        .find(|(_, bad, _)| *bad);
-        if let Some((option, _, message)) = fault {
-            return Err(Error::option(option, message));
+                "max_grad_norm NaN is not a norm (0 turns clipping off)",
+            ));
         }
         let device = self.device;
         let varmap = VarMap::new();

@@ -116,10 +116,10 @@ impl GenerationOptions {
     pub fn validate(&self) -> Result<()> {
         let bad = |option: &str, message: String| Err(Error::option(option, message));
         if self.num_samples == 0 {
-            return bad("num_samples", "num_samples must be at least 1".into());
+            return Err(Error::at_least_one("num_samples"));
         }
         if self.max_new_tokens == 0 {
-            return bad("max_new_tokens", "max_new_tokens must be at least 1".into());
+            return Err(Error::at_least_one("max_new_tokens"));
         }
         if let Sampling::Sample { temperature, top_k, top_p } = self.sampling {
             if !(temperature > 0.0 && temperature.is_finite()) {
@@ -129,7 +129,7 @@ impl GenerationOptions {
                 );
             }
             if top_k == Some(0) {
-                return bad("top_k", "top_k must be at least 1".into());
+                return Err(Error::at_least_one("top_k"));
             }
             if !(top_p > 0.0 && top_p <= 1.0) {
                 return bad("top_p", format!("top_p {top_p} must be in (0, 1]"));

@@ -148,10 +148,10 @@ impl<M: TaskModel + Sync> Pipeline<M> {
     /// Options that would fail only later, refused before anything is read.
     fn check(options: &PipelineOptions) -> Result<()> {
         if options.batch_size == 0 {
-            return Err(Error::option("batch_size", "batch_size must be at least 1"));
+            return Err(Error::at_least_one("batch_size"));
         }
         if options.threads == Some(0) {
-            return Err(Error::option("threads", "threads must be at least 1"));
+            return Err(Error::at_least_one("threads"));
         }
         Ok(())
     }

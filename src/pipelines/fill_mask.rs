@@ -55,7 +55,7 @@ impl FillMask {
     /// rather than lists that are all empty.
     pub fn fill<S: AsRef<str>>(&self, texts: &[S], top_k: usize) -> Result<Vec<Vec<Vec<MaskCandidate>>>> {
         if top_k == 0 {
-            return Err(Error::option("top_k", "top_k must be at least 1"));
+            return Err(Error::at_least_one("top_k"));
         }
         let pipeline = &self.pipeline;
         let tokenizer = &pipeline.tokenizer;

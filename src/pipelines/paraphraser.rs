@@ -73,7 +73,7 @@ impl Paraphraser {
     ) -> Result<Vec<Paraphrase>> {
         generation.validate()?;
         if num_return == 0 {
-            return Err(Error::option("num_return", "num_return must be at least 1"));
+            return Err(Error::at_least_one("num_return"));
         }
         if num_return > generation.num_samples() {
             return Err(Error::option(

@@ -94,10 +94,10 @@ impl QuestionAnswererOptions {
     /// before it loads one.
     pub fn validate(&self) -> Result<()> {
         if self.top_k == 0 {
-            return Err(Error::option("top_k", "top_k must be at least 1"));
+            return Err(Error::at_least_one("top_k"));
         }
         if self.max_answer_len == 0 {
-            return Err(Error::option("max_answer_len", "max_answer_len must be at least 1"));
+            return Err(Error::at_least_one("max_answer_len"));
         }
         if let (Some(max_seq_len), Some(doc_stride)) = (self.max_seq_len, self.doc_stride) {
             if doc_stride > max_seq_len {

@@ -192,7 +192,7 @@ impl SentenceEncoder {
             modules.retain(|m| !matches!(m, Module::Normalize(_)));
         }
         let truncate_dim = match options.truncate_dim.or(folder_truncate_dim) {
-            Some(0) => return Err(Error::option("truncate_dim", "truncate_dim must be at least 1")),
+            Some(0) => return Err(Error::at_least_one("truncate_dim")),
             Some(d) if d > dim => {
                 return Err(Error::option(
                     "truncate_dim",
