@@ -15,7 +15,7 @@ use roformer::{Checkpoint, Classification, Config, ProblemType, Tokenizer, Trunc
 mod common;
 
 use common::glue::{self, Task};
-use common::tsv::Dataset;
+use common::tsv::{self, Dataset};
 
 #[derive(Parser)]
 #[command(about = "Train a RoFormer sequence classifier")]
@@ -136,9 +136,7 @@ fn run() -> Result<()> {
     for (data, path) in files {
         let before = data.skipped.len();
         glue::check_labels(data, path, &config, args.skip_bad_lines)?;
-        for bad in &data.skipped[before..] {
-            eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
-        }
+        tsv::report_skipped(path, &data.skipped[before..]);
     }
     tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(args.max_length))?;
 

@@ -84,9 +84,7 @@ impl ColumnArgs {
             glue::check_labels(&mut data, path, config, skip_bad_lines)?;
         }
         data.skipped.sort_by_key(|b| b.line);
-        for bad in &data.skipped {
-            eprintln!("skipped {path}:{}: {}", bad.line, bad.message);
-        }
+        tsv::report_skipped(path, &data.skipped);
         Ok(data)
     }
 }

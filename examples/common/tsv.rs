@@ -31,6 +31,13 @@ pub struct BadLine {
     pub message: String,
 }
 
+/// Says on stderr which lines of `source` were skipped, and why.
+pub fn report_skipped(source: &str, skipped: &[BadLine]) {
+    for bad in skipped {
+        eprintln!("skipped {source}:{}: {}", bad.line, bad.message);
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Dataset {
     pub rows: Vec<Row>,
