@@ -30,6 +30,13 @@ pub fn run(name: &str, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Asserts that a run failed and said `message` on stderr; returns its stderr.
+pub fn refused(out: &Output, message: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success() && stderr.contains(message), "wanted {message:?}: {stderr}");
+    stderr
+}
+
 fn model(name: &str) -> String {
     crate::support::fixture(&format!("pipelines/{name}")).to_string_lossy().into_owned()
 }
@@ -301,10 +308,7 @@ fn an_output_that_cannot_be_created_fails_before_the_model_loads_and_names_the_p
     ];
     for (name, output, extra) in cases {
         let args = [&["--model", missing_model, "--output", output][..], extra].concat();
-        let out = run(name, &args, Some("a text\tanother\n"));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{name}: {stderr}");
-        assert!(stderr.contains(&format!("creating {output}")), "{name}: {stderr}");
+        let stderr = refused(&run(name, &args, Some("a text\tanother\n")), &format!("creating {output}"));
         assert!(!stderr.contains("roformer-model"), "{name} loaded the model first: {stderr}");
     }
 
@@ -316,9 +320,7 @@ fn an_output_that_cannot_be_created_fails_before_the_model_loads_and_names_the_p
     std::fs::write(&file, "").unwrap();
     let args = ["--model", missing_model, "--train", train.to_str().unwrap(), "--task", "sst2"];
     let out = run("finetune", &[&args[..], &["--output", file.to_str().unwrap()]].concat(), None);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains(&format!("creating the folder {}", file.display())), "{stderr}");
+    refused(&out, &format!("creating the folder {}", file.display()));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -329,12 +331,7 @@ fn embed_refuses_a_ranking_into_npy_before_it_loads() {
         &["--model", "/nonexistent/roformer-model", "--query", "q", "--output", "/tmp/rank.npy"],
         Some("a text\n"),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("--query writes a ranking as text lines, not a matrix: --output /tmp/rank.npy"),
-        "{stderr}"
-    );
+    refused(&out, "--query writes a ranking as text lines, not a matrix: --output /tmp/rank.npy");
 }
 
 /// /dev/full takes the file's creation and refuses every write (ENOSPC): the error names the file.
@@ -342,14 +339,9 @@ fn embed_refuses_a_ranking_into_npy_before_it_loads() {
 #[test]
 fn a_write_that_fails_names_the_output() {
     let args = ["--model", &model("cls"), "--input", "-", "--no-header", "--output", "/dev/full"];
-    let out = run("classify", &args, Some("a good film\n"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("writing /dev/full: "), "{stderr}");
+    refused(&run("classify", &args, Some("a good film\n")), "writing /dev/full: ");
     let out = run("embed", &["--model", &model("sim"), "--output", "/dev/full"], Some("a text\n"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("writing /dev/full: "), "{stderr}");
+    refused(&out, "writing /dev/full: ");
 }
 
 #[test]
@@ -364,8 +356,7 @@ fn mlm_accuracy_writes_a_line_per_length_and_refuses_zero_windows() {
         assert!(row["windows"].as_u64().unwrap() >= 1 && (0.0..=1.0).contains(&accuracy), "{row}");
     }
     let out = run("mlm_accuracy", &[&args[..], &["--max-windows", "0"]].concat(), None);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("'--max-windows <MAX_WINDOWS>'"), "{stderr}");
+    refused(&out, "'--max-windows <MAX_WINDOWS>'");
     let _ = std::fs::remove_file(text);
 }
 
@@ -392,9 +383,7 @@ fn finetune_names_the_file_and_line_of_a_label_the_model_lacks_and_can_skip_it()
         output.to_str().unwrap(),
     ];
     let message = format!("{}:3: label `maybe` is neither in the model's label2id", train.display());
-    let out = run("finetune", &args, None);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains(&format!("error: {message}")), "{stderr}");
+    refused(&run("finetune", &args, None), &format!("error: {message}"));
     let out = run("finetune", &[&args[..], &["--skip-bad-lines"]].concat(), None);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && stderr.contains(&format!("skipped {message}")), "{stderr}");

@@ -204,33 +204,19 @@ fn paraphrase_example_writes_one_row_per_input_in_order() {
     // is no input line's.
     let out =
         crate::examples::run("paraphrase", &["--model", "/nonexistent/sim", "--top-p", "2"], Some("你好\n"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("error: invalid option: top_p 2 must be in (0, 1]"),
-        "{stderr}"
-    );
-    // Sampling: --num-return larger than --num-samples is refused, naming both; so is greedy's
-    // single candidate against --num-return 2 (it was cut to 1 without a word).
+    crate::examples::refused(&out, "error: invalid option: top_p 2 must be in (0, 1]");
+    // Greedy's single candidate against --num-return 2 is refused (it was cut to 1 without a word).
     let out = crate::examples::run(
         "paraphrase",
         &["--model", folder.to_str().unwrap(), "--greedy", "--num-return", "2"],
         Some("你好\n"),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success()
-            && stderr.contains("error: invalid option: num_return 2 is larger than num_samples 1"),
-        "{stderr}"
-    );
+    crate::examples::refused(&out, "error: invalid option: num_return 2 is larger than num_samples 1");
     // Sampling: --num-return larger than --num-samples is refused, naming both.
     let out = crate::examples::run(
         "paraphrase",
         &["--model", folder.to_str().unwrap(), "--num-samples", "2", "--num-return", "3"],
         Some("你好\n"),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("num_return 3 is larger than num_samples 2"),
-        "{stderr}"
-    );
+    crate::examples::refused(&out, "num_return 3 is larger than num_samples 2");
 }
