@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A longer fuzzing run of every reader of untrusted input (tests/integration/fuzz.rs):
-# config.json, the safetensors header, the shard index, vocab.txt + tokenizer_config.json, TSV.
+# config.json, the safetensors header, the shard index, vocab.txt + tokenizer_config.json, TSV,
+# sentence-transformers folders.
 # Usage: scripts/checks/fuzz.sh [cases per target, default 20000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

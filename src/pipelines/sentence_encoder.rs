@@ -122,6 +122,9 @@ impl SentenceEncoder {
             pipeline.config.hidden_size,
             &pipeline.options.device,
         )?;
+        if folder.as_ref().is_some_and(|f| f.do_lower_case) {
+            pipeline.tokenizer.lowercase_first()?;
+        }
         if let Some(max_seq_length) = folder.as_ref().and_then(|f| f.max_seq_length) {
             if pipeline.options.max_length.is_none() {
                 pipeline.tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_seq_length))?;

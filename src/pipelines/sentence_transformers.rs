@@ -20,6 +20,9 @@ use crate::runtime::engine::Engine;
 pub(super) struct SentenceTransformers {
     /// The Transformer module's max_seq_length (sentence_bert_config.json), if it sets one.
     pub max_seq_length: Option<usize>,
+    /// The Transformer module's do_lower_case (sentence_bert_config.json): texts are lowercased
+    /// before the tokenizer's own normalizer.
+    pub do_lower_case: bool,
     pub pooling: Pooling,
     /// Dense and Normalize modules after the pooling, in order.
     pub modules: Vec<Module>,
@@ -125,8 +128,8 @@ impl SentenceTransformers {
         }
 
         let mut iter = kinds.into_iter();
-        let max_seq_length = match iter.next() {
-            Some((Kind::Transformer, sub, _)) if sub.is_empty() => read_max_seq_length(files)?,
+        let transformer = match iter.next() {
+            Some((Kind::Transformer, sub, _)) if sub.is_empty() => TransformerConfig::read(files)?,
             Some((Kind::Transformer, sub, field)) => {
                 return Err(config_error(
                     &modules_path,
@@ -177,7 +180,7 @@ impl SentenceTransformers {
         }
 
         let config_path = files.path("config_sentence_transformers.json");
-        let config = files.read_json_if_exists("config_sentence_transformers.json")?.unwrap_or(Value::Null);
+        let config = read_object(files, "config_sentence_transformers.json")?.unwrap_or(Value::Null);
         let mut prompts = BTreeMap::new();
         if let Some(map) = config.get("prompts").filter(|p| !p.is_null()) {
             let map = map
@@ -208,7 +211,8 @@ impl SentenceTransformers {
             })? as usize),
         };
         Ok(Some(Self {
-            max_seq_length,
+            max_seq_length: transformer.max_seq_length,
+            do_lower_case: transformer.do_lower_case,
             pooling,
             modules,
             prompts,
@@ -261,22 +265,53 @@ fn names(prompts: &BTreeMap<String, String>) -> String {
     }
 }
 
-/// `max_seq_length` of sentence_bert_config.json (or the files older releases named after the
-/// architecture), when set; sentence-transformers 6 leaves it to the tokenizer's model_max_length.
-fn read_max_seq_length(files: &ModelFiles) -> Result<Option<usize>> {
-    for name in
-        ["sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"]
-    {
-        let path = files.path(name);
-        let Some(config) = files.read_json_if_exists(name)? else { continue };
-        return match config.get("max_seq_length") {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => value.as_u64().filter(|&n| n > 0).map(|n| Some(n as usize)).ok_or_else(|| {
-                config_error(&path, "max_seq_length", format!("{value} is not a positive integer"))
-            }),
-        };
+/// A module's JSON config file, which must hold an object, as sentence-transformers passes its
+/// fields to the module's constructor; `None` when the folder lacks it.
+fn read_object(files: &ModelFiles, name: &str) -> Result<Option<Value>> {
+    let config = files.read_json_if_exists(name)?;
+    match &config {
+        Some(value) if !value.is_object() => {
+            Err(config_error(&files.path(name), "", format!("expected a JSON object, found {value}")))
+        }
+        _ => Ok(config),
     }
-    Ok(None)
+}
+
+/// A boolean field of a module's config: `default` when absent or null.
+fn flag(config: &Value, path: &Path, field: &str, default: bool) -> Result<bool> {
+    match config.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(config_error(path, field, format!("{other} is not a boolean"))),
+    }
+}
+
+/// What the Transformer module's config (sentence_bert_config.json, or the files older releases
+/// named after the architecture) sets.
+struct TransformerConfig {
+    /// When unset, sentence-transformers 6 leaves the length to the tokenizer's model_max_length.
+    max_seq_length: Option<usize>,
+    do_lower_case: bool,
+}
+
+impl TransformerConfig {
+    fn read(files: &ModelFiles) -> Result<Self> {
+        for name in
+            ["sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"]
+        {
+            let path = files.path(name);
+            let Some(config) = read_object(files, name)? else { continue };
+            let max_seq_length = match config.get("max_seq_length") {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(value.as_u64().filter(|&n| n > 0).ok_or_else(|| {
+                    config_error(&path, "max_seq_length", format!("{value} is not a positive integer"))
+                })? as usize),
+            };
+            let do_lower_case = flag(&config, &path, "do_lower_case", false)?;
+            return Ok(Self { max_seq_length, do_lower_case });
+        }
+        Ok(Self { max_seq_length: None, do_lower_case: false })
+    }
 }
 
 /// A pooling mode of sentence-transformers' Pooling module.
@@ -315,8 +350,7 @@ pub(super) struct Pooling {
 impl Pooling {
     fn read(module: &ModelFiles, hidden_size: usize) -> Result<Self> {
         let path = &module.path("config.json");
-        let config = module
-            .read_json_if_exists("config.json")?
+        let config = read_object(module, "config.json")?
             .ok_or_else(|| config_error(path, "", "missing: the Pooling module's config"))?;
         let mode_error = |field: &str, value: &Value| {
             let known: Vec<&str> = Mode::NAMES.iter().map(|(n, _, _)| *n).collect();
@@ -338,11 +372,12 @@ impl Pooling {
             Some(value @ (Value::String(_) | Value::Array(_))) => vec![by_name("pooling_mode", value)?],
             Some(value) => return Err(mode_error("pooling_mode", value)),
             None => {
-                let flagged: Vec<Mode> = Mode::NAMES
-                    .iter()
-                    .filter(|(_, flag, _)| config.get(*flag).and_then(Value::as_bool).unwrap_or(false))
-                    .map(|(_, _, m)| *m)
-                    .collect();
+                let mut flagged = Vec::new();
+                for (_, field, mode) in Mode::NAMES {
+                    if flag(&config, path, field, false)? {
+                        flagged.push(mode);
+                    }
+                }
                 if flagged.is_empty() {
                     vec![Mode::Mean]
                 } else {
@@ -361,13 +396,7 @@ impl Pooling {
                 }
             }
         }
-        let include_prompt = match config.get("include_prompt") {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(config_error(path, "include_prompt", format!("{other} is not a boolean")))
-            }
-        };
+        let include_prompt = flag(&config, path, "include_prompt", true)?;
         Ok(Self { modes, include_prompt })
     }
 
@@ -439,8 +468,7 @@ enum Residual {
 impl Dense {
     fn read(module: &ModelFiles, in_dim: usize, device: &Device) -> Result<Self> {
         let path = module.path("config.json");
-        let config = module
-            .read_json_if_exists("config.json")?
+        let config = read_object(module, "config.json")?
             .ok_or_else(|| config_error(&path, "", "missing: the Dense module's config"))?;
         let size = |field: &str| {
             config
@@ -457,34 +485,38 @@ impl Dense {
                 format!("{in_features}, but the module before gives vectors of {in_dim}"),
             ));
         }
-        let flag = |field: &str, default: bool| match config.get(field) {
-            None | Some(Value::Null) => Ok(default),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(config_error(&path, field, format!("{other} is not a boolean"))),
-        };
-        let (bias, use_residual) = (flag("bias", true)?, flag("use_residual", false)?);
+        let bias = flag(&config, &path, "bias", true)?;
+        let use_residual = flag(&config, &path, "use_residual", false)?;
         for field in ["module_input_name", "module_output_name"] {
-            match config.get(field).and_then(Value::as_str) {
-                None | Some("sentence_embedding") => {}
+            match config.get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(name)) if name == "sentence_embedding" => {}
                 Some(other) => {
                     return Err(config_error(
                         &path,
                         field,
-                        format!("`{other}`: only sentence_embedding is supported"),
+                        format!("{other}: only \"sentence_embedding\" is supported"),
                     ))
                 }
             }
         }
         // sentence-transformers' Dense defaults to tanh when the config names none.
-        let activation = match config.get("activation_function").and_then(Value::as_str) {
+        let activation = match config.get("activation_function") {
             None => Activation::Tanh,
-            Some(name) => torch_activation(name).ok_or_else(|| {
+            Some(Value::String(name)) => torch_activation(name).ok_or_else(|| {
                 config_error(
                     &path,
                     "activation_function",
                     format!("`{name}` is not supported (torch.nn Tanh, Identity, ReLU, GELU or SiLU)"),
                 )
             })?,
+            Some(other) => {
+                return Err(config_error(
+                    &path,
+                    "activation_function",
+                    format!("{other} is not the class name of a torch.nn activation"),
+                ))
+            }
         };
         let weights = Checkpoint::from_files(module)?;
         let tensor = |name: &str, shape: &[usize]| -> Result<Tensor> {

@@ -1,5 +1,6 @@
 //! Property-based fuzzing of every reader of untrusted input: config.json, the safetensors header,
-//! the shard index, vocab.txt, tokenizer_config.json and the TSV reader. Each must return a
+//! the shard index, vocab.txt, tokenizer_config.json, the TSV reader and sentence-transformers
+//! folders. Each must return a
 //! value or an error, never panic. `cargo test` runs a few cases of each; `scripts/checks/fuzz.sh` runs
 //! many (PROPTEST_CASES) and reports the counts.
 
@@ -317,4 +318,228 @@ fn fuzz_tsv() {
         assert!(data.rows.iter().all(|r| r.line == r.index + 1 + usize::from(data.has_header)));
         true
     });
+}
+
+/// A JSON value for the sentence-transformers files: the keys and words those files use, and
+/// other values of every type.
+fn st_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let word = prop::sample::select(vec![
+        "cls",
+        "mean",
+        "max",
+        "lasttoken",
+        "weightedmean",
+        "mean_sqrt_len_tokens",
+        "query",
+        "",
+        "../escape",
+        "/etc",
+        "1_Pooling",
+        "2_Dense",
+        "3_Normalize",
+        "sentence_embedding",
+        "token_embeddings",
+        "torch.nn.modules.activation.Tanh",
+        "torch.nn.modules.linear.Identity",
+        "sentence_transformers.models.Pooling",
+        "sentence_transformers.models.Dense",
+        "sentence_transformers.models.Normalize",
+        "sentence_transformers.models.Transformer",
+        "cosine",
+        "dot",
+    ]);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        prop::sample::select(vec![0i64, 1, 2, -1, 24, 32, 33, 4096]).prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        word.prop_map(Value::from),
+        ".{0,8}".prop_map(Value::from),
+    ];
+    let key = prop_oneof![
+        prop::sample::select(vec![
+            "idx",
+            "name",
+            "path",
+            "type",
+            "pooling_mode",
+            "pooling_mode_cls_token",
+            "pooling_mode_mean_tokens",
+            "pooling_mode_max_tokens",
+            "pooling_mode_lasttoken",
+            "word_embedding_dimension",
+            "embedding_dimension",
+            "include_prompt",
+            "in_features",
+            "out_features",
+            "bias",
+            "activation_function",
+            "max_seq_length",
+            "do_lower_case",
+            "prompts",
+            "default_prompt_name",
+            "model_type",
+            "num_labels",
+            "activation_fn",
+            "model_max_length",
+        ])
+        .prop_map(str::to_string),
+        field_name(),
+    ];
+    leaf.prop_recursive(3, 24, 5, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::vec((key.clone(), inner), 0..5)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+/// Every place inside a JSON value, as the keys and indices that lead to it.
+fn json_paths(
+    value: &serde_json::Value,
+    here: &mut Vec<serde_json::Value>,
+    out: &mut Vec<Vec<serde_json::Value>>,
+) {
+    out.push(here.clone());
+    let children: Vec<(serde_json::Value, &serde_json::Value)> = match value {
+        serde_json::Value::Object(map) => map.iter().map(|(k, v)| (k.as_str().into(), v)).collect(),
+        serde_json::Value::Array(items) => items.iter().enumerate().map(|(i, v)| (i.into(), v)).collect(),
+        _ => Vec::new(),
+    };
+    for (step, child) in children {
+        here.push(step);
+        json_paths(child, here, out);
+        here.pop();
+    }
+}
+
+fn json_at<'a>(value: &'a mut serde_json::Value, path: &[serde_json::Value]) -> &'a mut serde_json::Value {
+    path.iter().fold(value, |v, step| match step {
+        serde_json::Value::String(k) => &mut v[k.as_str()],
+        _ => &mut v[step.as_u64().unwrap() as usize],
+    })
+}
+
+#[derive(Debug, Clone)]
+enum StEdit {
+    /// The value at the n-th place (modulo the places there are) replaced.
+    Replace(usize, serde_json::Value),
+    /// The n-th place's key or item removed.
+    Remove(usize),
+    /// The whole file replaced by JSON-like text.
+    Text(String),
+    /// The file gone.
+    Delete,
+}
+
+/// sentence-transformers folders (a sentence-transformers 6 one with Dense and Normalize, an
+/// older one with a `pytorch_model.bin` Dense, and a cross-encoder) with one of their JSON files
+/// edited: modules.json, the modules' configs, sentence_bert_config.json,
+/// config_sentence_transformers.json, tokenizer.json and the rest. A folder that loads must give
+/// one output per input.
+#[test]
+fn fuzz_sentence_transformers_folder() {
+    let folders: Vec<(&str, Vec<String>)> = ["st6_cls_dense", "old_mean", "cross_encoder"]
+        .into_iter()
+        .map(|name| {
+            let root = fixture("sentence_transformers").join(name);
+            let mut files = Vec::new();
+            let mut pending = vec![root.clone()];
+            while let Some(dir) = pending.pop() {
+                for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                    let path = entry.path();
+                    if path.is_dir() {
+                        pending.push(path);
+                    } else if path.extension().is_some_and(|e| e == "json")
+                        && !path.ends_with("expected.json")
+                    {
+                        files.push(path.strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+                    }
+                }
+            }
+            files.sort();
+            (name, files)
+        })
+        .collect();
+    let dirs: Vec<PathBuf> = folders
+        .iter()
+        .map(|(name, _)| {
+            let dir = scratch(&format!("st-{name}"));
+            copy_tree(&fixture("sentence_transformers").join(name), &dir);
+            dir
+        })
+        .collect();
+    let edit = prop_oneof![
+        6 => (any::<usize>(), st_value()).prop_map(|(n, v)| StEdit::Replace(n, v)),
+        2 => any::<usize>().prop_map(StEdit::Remove),
+        1 => prop_oneof![json_like(), ".{0,32}"].prop_map(StEdit::Text),
+        1 => Just(StEdit::Delete),
+    ];
+    let inputs = (0..folders.len(), any::<prop::sample::Index>(), edit);
+    fuzz("sentence-transformers folder", inputs, |(folder, file, edit)| {
+        let (name, files) = &folders[folder];
+        let file = file.get(files);
+        let original = fixture("sentence_transformers").join(name).join(file);
+        let target = dirs[folder].join(file);
+        let text = std::fs::read_to_string(&original).unwrap();
+        match edit {
+            StEdit::Text(text) => std::fs::write(&target, text).unwrap(),
+            StEdit::Delete => std::fs::remove_file(&target).unwrap(),
+            StEdit::Replace(n, _) | StEdit::Remove(n) => {
+                let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let mut paths = Vec::new();
+                json_paths(&json, &mut Vec::new(), &mut paths);
+                let path = &paths[n % paths.len()];
+                match (&edit, path.split_last()) {
+                    (StEdit::Replace(_, value), _) => *json_at(&mut json, path) = value.clone(),
+                    (_, Some((last, parent))) => match json_at(&mut json, parent) {
+                        serde_json::Value::Object(map) => {
+                            map.remove(last.as_str().unwrap());
+                        }
+                        serde_json::Value::Array(items) => {
+                            items.remove(last.as_u64().unwrap() as usize);
+                        }
+                        _ => unreachable!(),
+                    },
+                    (_, None) => json = serde_json::Value::Null,
+                }
+                std::fs::write(&target, json.to_string()).unwrap();
+            }
+        }
+        let options = roformer::PipelineOptions::default().with_batch_size(2);
+        let texts = ["a short sentence", "", "another one"];
+        let loaded = if *name == "cross_encoder" {
+            roformer::Reranker::from_pretrained_with(&dirs[folder], options).map(|reranker| {
+                let pairs: Vec<(&str, &str)> = texts.iter().map(|t| ("the query", *t)).collect();
+                if let Ok(scores) = reranker.predict(&pairs) {
+                    assert_eq!(scores.len(), texts.len());
+                }
+            })
+        } else {
+            roformer::SentenceEncoder::from_pretrained_with(&dirs[folder], options).map(|encoder| {
+                if let Ok(rows) = encoder.encode(&texts) {
+                    assert_eq!(rows.len(), texts.len());
+                    assert!(rows.iter().all(|r| r.len() == encoder.dim()));
+                }
+            })
+        };
+        std::fs::copy(&original, &target).unwrap();
+        loaded.is_ok()
+    });
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

@@ -247,6 +247,71 @@ fn a_malformed_sentence_transformers_folder_is_named() {
 }
 
 #[test]
+fn sentence_bert_config_do_lower_case_lowercases_as_sentence_transformers() {
+    // A cased tokenizer under sentence_bert_config.json's do_lower_case: sentence-transformers lowercases the
+    // texts first, so "I loved it!" finds "i", which the cased tokenizer alone makes [UNK].
+    let want = expected("old_mean");
+    let texts = texts(&want);
+    let reference = &want["do_lower_case"];
+    let cased = reference["tokenizer_config"].as_object().unwrap();
+    for (lower, key) in [(true, "lowercased"), (false, "cased")] {
+        let scratch = Scratch::copy_of(&folder("old_mean"), &format!("st-lower-{lower}"));
+        scratch.edit_json("tokenizer_config.json", |c| {
+            cased.iter().for_each(|(k, v)| c[k] = v.clone());
+        });
+        scratch.edit_json("sentence_bert_config.json", |c| c["do_lower_case"] = lower.into());
+        let encoder = SentenceEncoder::from_pretrained_with(scratch.path(), options()).unwrap();
+        let tokens = encoder.tokenizer().tokenize("I loved it!").unwrap();
+        assert_eq!(tokens[0], if lower { "i" } else { "[UNK]" }, "{key}: {tokens:?}");
+        assert_rows(key, &encoder.encode(&texts).unwrap(), &reference[key]);
+    }
+}
+
+#[test]
+fn module_configs_of_the_wrong_type_are_named() {
+    // Each was read as absent before (defaults: mean pooling, tanh, no prompts), where sentence-transformers fails.
+    let cases: [(&str, &str, Value, &str); 7] = [
+        ("old_mean", "1_Pooling/config.json", Value::Null, "expected a JSON object, found null"),
+        (
+            "old_mean",
+            "1_Pooling/config.json",
+            serde_json::json!({"pooling_mode_cls_token": 1}),
+            "`pooling_mode_cls_token`: 1 is not a boolean",
+        ),
+        ("old_mean", "sentence_bert_config.json", serde_json::json!([24]), "expected a JSON object"),
+        (
+            "old_mean",
+            "sentence_bert_config.json",
+            serde_json::json!({"do_lower_case": "yes"}),
+            "`do_lower_case`: \"yes\" is not a boolean",
+        ),
+        ("st6_cls_dense", "config_sentence_transformers.json", Value::Null, "expected a JSON object"),
+        (
+            "st6_cls_dense",
+            "2_Dense/config.json",
+            serde_json::json!({"in_features": 32, "out_features": 24, "activation_function": {}}),
+            "`activation_function`: {} is not the class name of a torch.nn activation",
+        ),
+        (
+            "st6_cls_dense",
+            "2_Dense/config.json",
+            serde_json::json!({"in_features": 32, "out_features": 24, "module_output_name": ["x"]}),
+            "`module_output_name`: [\"x\"]: only \"sentence_embedding\" is supported",
+        ),
+    ];
+    for (i, (name, file, value, wanted)) in cases.into_iter().enumerate() {
+        let scratch = Scratch::copy_of(&folder(name), &format!("st-type-{i}"));
+        let path = scratch.edit_json(file, |c| *c = value.clone());
+        let Err(err) = SentenceEncoder::from_pretrained_with(scratch.path(), options()) else {
+            panic!("{file}: {value} loaded");
+        };
+        let m = err.to_string();
+        assert!(matches!(err, Error::Config { .. }), "{file}: {err:?}");
+        assert!(m.starts_with(&path.display().to_string()) && m.contains(wanted), "{file}: {m}");
+    }
+}
+
+#[test]
 fn reranker_predicts_and_ranks_as_cross_encoder() {
     let want = expected("cross_encoder");
     let reranker = Reranker::from_pretrained_with(folder("cross_encoder"), options()).unwrap();

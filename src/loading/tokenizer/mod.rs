@@ -17,6 +17,7 @@ pub(crate) mod wordpiece;
 
 use std::path::PathBuf;
 
+use tokenizers::normalizers::{Lowercase, Sequence};
 use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::utils::padding::pad_encodings;
 use tokenizers::utils::truncation::truncate_encodings;
@@ -311,6 +312,29 @@ impl Tokenizer {
             pad_token: self.special.pad.clone(),
         });
         self.padding = params;
+    }
+
+    /// Lowercases texts before the normalizer, as sentence-transformers 6 does for a Transformer
+    /// module whose sentence_bert_config.json sets `do_lower_case`: a `Lowercase` step first,
+    /// unless the normalizer already has one (a BERT normalizer that lowercases still gets it, as
+    /// there).
+    pub(crate) fn lowercase_first(&mut self) -> Result<()> {
+        let steps = match self.inner.get_normalizer().cloned() {
+            Some(NormalizerWrapper::Lowercase(_)) => return Ok(()),
+            Some(NormalizerWrapper::Sequence(steps)) => {
+                if steps.as_ref().iter().any(|n| matches!(n, NormalizerWrapper::Lowercase(_))) {
+                    return Ok(());
+                }
+                steps.into_iter().collect()
+            }
+            Some(other) => vec![other],
+            None => Vec::new(),
+        };
+        let steps = std::iter::once(NormalizerWrapper::Lowercase(Lowercase)).chain(steps).collect();
+        self.inner
+            .with_normalizer(Some(NormalizerWrapper::Sequence(Sequence::new(steps))))
+            .map_err(Error::from_tokenizers)?;
+        Ok(())
     }
 
     /// With `true`, both segments of a pair get token type 0, as RoFormer's authors fine-tuned.
