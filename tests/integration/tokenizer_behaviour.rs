@@ -55,6 +55,34 @@ fn missing_special_tokens_are_named() {
 }
 
 #[test]
+fn tokenizer_config_settings_of_the_wrong_type_are_named() {
+    // Read as absent before: `"do_lower_case": 0` lowercased, where transformers takes 0 as false.
+    let cases = [
+        (r#"{"do_lower_case": 0}"#, "invalid config field `do_lower_case`: 0 is not a boolean"),
+        (r#"{"strip_accents": "false"}"#, "invalid config field `strip_accents`: \"false\" is not a boolean"),
+        (r#"{"tokenize_chinese_chars": [true]}"#, "`tokenize_chinese_chars`: [true] is not a boolean"),
+        ("[]", "expected a JSON object, found []"),
+    ];
+    for (i, (config, wanted)) in cases.into_iter().enumerate() {
+        let dir = Dir::new(&format!("config-type-{i}"));
+        dir.write("vocab.txt", SMALL_VOCAB);
+        let path = dir.write("tokenizer_config.json", config);
+        match Tokenizer::from_dir(dir.path()) {
+            Err(e @ Error::Config { .. }) => {
+                let m = e.to_string();
+                assert!(m.starts_with(&path.display().to_string()) && m.contains(wanted), "{config}: {m}");
+            }
+            other => panic!("{config}: expected a config error, got {other:?}"),
+        }
+    }
+    // null is absent, as transformers' defaults.
+    let dir = Dir::new("config-null");
+    dir.write("vocab.txt", SMALL_VOCAB);
+    dir.write("tokenizer_config.json", r#"{"do_lower_case": null, "strip_accents": null}"#);
+    assert_eq!(Tokenizer::from_dir(dir.path()).unwrap().tokenize("Hello").unwrap(), ["hello"]);
+}
+
+#[test]
 fn vocab_lines_end_at_newline_only() {
     let dir = Dir::new("u2028");
     // U+2028 inside a line is part of the token; a trailing \r is not.
