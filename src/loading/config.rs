@@ -513,6 +513,12 @@ mod tests {
         assert_eq!(field_of(r#"{"rope_scaling": {"rope_type": "longrope", "factor": 2}}"#), "rope_scaling");
         assert_eq!(field_of(r#"{"rope_scaling": {"rope_type": "linear", "factor": 0.5}}"#), "rope_scaling");
         assert_eq!(field_of(r#"{"rope_theta": 0.5}"#), "rope_theta");
+        // Read as no scaling, and as truncating, before.
+        assert_eq!(field_of(r#"{"rope_scaling": {"rope_type": 2, "factor": 2}}"#), "rope_scaling");
+        assert_eq!(
+            field_of(r#"{"rope_scaling": {"rope_type": "yarn", "factor": 2, "truncate": "no"}}"#),
+            "rope_scaling"
+        );
         // An override is saved as rope_scaling and read back.
         let mut c = Config::default();
         c.set_rope_scaling(Some("yarn:4".parse().unwrap()));

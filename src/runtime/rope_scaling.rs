@@ -167,8 +167,11 @@ impl RopeScaling {
             }
         };
         let theta = number("rope_theta")?;
-        let kind =
-            dict.get("rope_type").or_else(|| dict.get("type")).and_then(Value::as_str).unwrap_or("default");
+        let kind = match dict.get("rope_type").or_else(|| dict.get("type")) {
+            None | Some(Value::Null) => "default",
+            Some(Value::String(kind)) => kind.as_str(),
+            Some(other) => return Err(format!("`rope_type` must be a string, not {other}")),
+        };
         let factor = || number("factor")?.ok_or(format!("`factor` is required for rope_type `{kind}`"));
         let scaling = match kind {
             "default" => return Ok((None, theta)),
@@ -187,7 +190,11 @@ impl RopeScaling {
                     attention_factor: number("attention_factor")?,
                     mscale: number("mscale")?,
                     mscale_all_dim: number("mscale_all_dim")?,
-                    truncate: dict.get("truncate").and_then(Value::as_bool).unwrap_or(true),
+                    truncate: match dict.get("truncate") {
+                        None | Some(Value::Null) => true,
+                        Some(Value::Bool(b)) => *b,
+                        Some(other) => return Err(format!("`truncate` must be a boolean, not {other}")),
+                    },
                 })
             }
             other => {
