@@ -11,7 +11,7 @@ use super::sentence_transformers::{self as st, Module, Normalize, SentenceTransf
 use super::text_classifier::TextClassifier;
 use crate::error::{Error, Result};
 use crate::loading::model_files::ModelFiles;
-use crate::loading::tokenizer::{Encoded, Tokenizer, Truncation};
+use crate::loading::tokenizer::{Encoded, Tokenizer};
 use crate::model::roformer::RoFormerModel;
 use crate::model::task::TaskModel;
 
@@ -122,14 +122,8 @@ impl SentenceEncoder {
             pipeline.config.hidden_size,
             &pipeline.options.device,
         )?;
-        if folder.as_ref().is_some_and(|f| f.do_lower_case) {
-            pipeline.tokenizer.lowercase_first()?;
-        }
-        if let Some(max_seq_length) = folder.as_ref().and_then(|f| f.max_seq_length) {
-            if pipeline.options.max_length.is_none() {
-                pipeline.tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_seq_length))?;
-                pipeline.max_length = max_seq_length;
-            }
+        if let Some(folder) = &folder {
+            folder.transformer.apply(&mut pipeline)?;
         }
         Self::around(pipeline, folder)
     }

@@ -11,18 +11,19 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;
 use crate::loading::model_files::ModelFiles;
+use crate::loading::tokenizer::Truncation;
 use crate::model::layers::Linear;
 use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
+use super::core::Pipeline;
+use super::sparse_encoder::SpladePooling;
+
 /// What a sentence-transformers folder asks of the sentence encoder.
 #[derive(Debug, Clone)]
 pub(super) struct SentenceTransformers {
-    /// The Transformer module's max_seq_length (sentence_bert_config.json), if it sets one.
-    pub max_seq_length: Option<usize>,
-    /// The Transformer module's do_lower_case (sentence_bert_config.json): texts are lowercased
-    /// before the tokenizer's own normalizer.
-    pub do_lower_case: bool,
+    /// The Transformer module's settings (sentence_bert_config.json).
+    pub transformer: TransformerConfig,
     pub pooling: Pooling,
     /// Dense and Normalize modules after the pooling, in order.
     pub modules: Vec<Module>,
@@ -66,12 +67,18 @@ enum Kind {
     Pooling,
     Dense,
     Normalize,
+    SpladePooling,
 }
 
 impl Kind {
-    const NAMES: [(&'static str, Kind); 8] = [
+    const NAMES: [(&'static str, Kind); 12] = [
         ("sentence_transformers.base.modules.transformer.Transformer", Kind::Transformer),
         ("sentence_transformers.models.Transformer", Kind::Transformer),
+        // sentence-transformers 5's masked-LM Transformer of sparse encoders; 6 names it as above.
+        ("sentence_transformers.sparse_encoder.models.MLMTransformer", Kind::Transformer),
+        ("sentence_transformers.sparse_encoder.modules.mlm_transformer.MLMTransformer", Kind::Transformer),
+        ("sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling", Kind::SpladePooling),
+        ("sentence_transformers.sparse_encoder.models.SpladePooling", Kind::SpladePooling),
         ("sentence_transformers.sentence_transformer.modules.pooling.Pooling", Kind::Pooling),
         ("sentence_transformers.models.Pooling", Kind::Pooling),
         ("sentence_transformers.base.modules.dense.Dense", Kind::Dense),
@@ -89,10 +96,17 @@ fn config_error(path: &Path, field: impl Into<String>, message: impl Into<String
     Error::Config { path: Some(path.to_path_buf()), field: field.into(), message: message.into() }
 }
 
-impl SentenceTransformers {
-    /// The folder's modules, or `None` when it has no `modules.json`. Dense weights are loaded
-    /// in f32 on `device`; `hidden_size` is what the Transformer module gives the pooling.
-    pub fn read(files: &ModelFiles, hidden_size: usize, device: &Device) -> Result<Option<Self>> {
+/// The modules `modules.json` lists, in order, after the Transformer module (which must come
+/// first, as the folder itself), with that module's config; `None` when the folder has none.
+struct ModuleList {
+    transformer: TransformerConfig,
+    /// Each module's kind, subfolder, and field in `modules.json` (named in errors).
+    after: Vec<(Kind, String, String)>,
+    path: PathBuf,
+}
+
+impl ModuleList {
+    fn read(files: &ModelFiles) -> Result<Option<Self>> {
         let modules_path = files.path("modules.json");
         let Some(list) = files.read_json_if_exists("modules.json")? else { return Ok(None) };
         let entries = list.as_array().ok_or_else(|| {
@@ -126,9 +140,8 @@ impl SentenceTransformers {
             }
             kinds.push((kind, sub.to_string(), field("type")));
         }
-
-        let mut iter = kinds.into_iter();
-        let transformer = match iter.next() {
+        let mut after = kinds.into_iter();
+        let transformer = match after.next() {
             Some((Kind::Transformer, sub, _)) if sub.is_empty() => TransformerConfig::read(files)?,
             Some((Kind::Transformer, sub, field)) => {
                 return Err(config_error(
@@ -141,8 +154,28 @@ impl SentenceTransformers {
                 return Err(config_error(&modules_path, "[0].type", "the first module must be a Transformer"))
             }
         };
+        Ok(Some(Self { transformer, after: after.collect(), path: modules_path }))
+    }
+}
+
+impl SentenceTransformers {
+    /// The folder's modules, or `None` when it has no `modules.json`. Dense weights are loaded
+    /// in f32 on `device`; `hidden_size` is what the Transformer module gives the pooling.
+    pub fn read(files: &ModelFiles, hidden_size: usize, device: &Device) -> Result<Option<Self>> {
+        let Some(ModuleList { transformer, after, path: modules_path }) = ModuleList::read(files)? else {
+            return Ok(None);
+        };
+        let mut iter = after.into_iter();
         let pooling = match iter.next() {
             Some((Kind::Pooling, sub, _)) => Pooling::read(&files.sub(&sub), hidden_size)?,
+            Some((Kind::SpladePooling, _, field)) => {
+                return Err(config_error(
+                    &modules_path,
+                    field,
+                    "a SpladePooling module makes sparse embeddings: load the folder with SparseEncoder \
+                     (roformer-serve: --pooling splade)",
+                ))
+            }
             Some((_, _, field)) => {
                 return Err(config_error(
                     &modules_path,
@@ -168,7 +201,7 @@ impl SentenceTransformers {
                     Module::Dense(dense)
                 }
                 Kind::Normalize => Module::Normalize(Normalize),
-                Kind::Transformer | Kind::Pooling => {
+                Kind::Transformer | Kind::Pooling | Kind::SpladePooling => {
                     return Err(config_error(
                         &modules_path,
                         field,
@@ -181,29 +214,7 @@ impl SentenceTransformers {
 
         let config_path = files.path("config_sentence_transformers.json");
         let config = read_object(files, "config_sentence_transformers.json")?.unwrap_or(Value::Null);
-        let mut prompts = BTreeMap::new();
-        if let Some(map) = config.get("prompts").filter(|p| !p.is_null()) {
-            let map = map
-                .as_object()
-                .ok_or_else(|| config_error(&config_path, "prompts", "expected an object of prompt texts"))?;
-            for (name, text) in map {
-                let text = text.as_str().ok_or_else(|| {
-                    config_error(&config_path, format!("prompts.{name}"), "expected a string")
-                })?;
-                prompts.insert(name.clone(), text.to_string());
-            }
-        }
-        let default_prompt_name = match config.get("default_prompt_name") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(name)) if prompts.contains_key(name) => Some(name.clone()),
-            Some(other) => {
-                return Err(config_error(
-                    &config_path,
-                    "default_prompt_name",
-                    format!("{other} is not one of the prompts ({})", names(&prompts)),
-                ))
-            }
-        };
+        let (prompts, default_prompt_name) = read_prompts(&config, &config_path)?;
         let truncate_dim = match config.get("truncate_dim") {
             None | Some(Value::Null) => None,
             Some(value) => Some(value.as_u64().filter(|&n| n > 0).ok_or_else(|| {
@@ -211,8 +222,7 @@ impl SentenceTransformers {
             })? as usize),
         };
         Ok(Some(Self {
-            max_seq_length: transformer.max_seq_length,
-            do_lower_case: transformer.do_lower_case,
+            transformer,
             pooling,
             modules,
             prompts,
@@ -240,6 +250,101 @@ impl SentenceTransformers {
     pub fn dim(&self, hidden_size: usize) -> usize {
         self.modules.iter().fold(self.pooling.dim(hidden_size), |dim, m| m.out_dim(dim))
     }
+}
+
+/// The prompts of config_sentence_transformers.json (`config`, read from `config_path`) by name,
+/// and the name of the default one.
+fn read_prompts(config: &Value, config_path: &Path) -> Result<(BTreeMap<String, String>, Option<String>)> {
+    let mut prompts = BTreeMap::new();
+    if let Some(map) = config.get("prompts").filter(|p| !p.is_null()) {
+        let map = map
+            .as_object()
+            .ok_or_else(|| config_error(config_path, "prompts", "expected an object of prompt texts"))?;
+        for (name, text) in map {
+            let text = text
+                .as_str()
+                .ok_or_else(|| config_error(config_path, format!("prompts.{name}"), "expected a string"))?;
+            prompts.insert(name.clone(), text.to_string());
+        }
+    }
+    let default_prompt_name = match config.get("default_prompt_name") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) if prompts.contains_key(name) => Some(name.clone()),
+        Some(other) => {
+            return Err(config_error(
+                config_path,
+                "default_prompt_name",
+                format!("{other} is not one of the prompts ({})", names(&prompts)),
+            ))
+        }
+    };
+    Ok((prompts, default_prompt_name))
+}
+
+/// A sentence-transformers SparseEncoder folder: the masked-LM Transformer module, then
+/// SpladePooling.
+#[derive(Debug, Clone)]
+pub(super) struct SparseFolder {
+    pub transformer: TransformerConfig,
+    pub pooling: SpladePooling,
+}
+
+impl SparseFolder {
+    /// The folder's modules, or `None` when it has no `modules.json`.
+    pub fn read(files: &ModelFiles) -> Result<Option<Self>> {
+        let Some(ModuleList { transformer, after, path }) = ModuleList::read(files)? else { return Ok(None) };
+        let pooling = match after.as_slice() {
+            [(Kind::SpladePooling, sub, _)] => read_splade_pooling(&files.sub(sub))?,
+            [] => {
+                return Err(config_error(
+                    &path,
+                    "",
+                    "no SpladePooling module: the folder gives token embeddings, not sparse embeddings",
+                ))
+            }
+            [(Kind::SpladePooling, _, _), (_, _, field), ..] => {
+                return Err(config_error(&path, field, "nothing may follow the SpladePooling module"))
+            }
+            [(_, _, field), ..] => return Err(config_error(
+                &path,
+                field,
+                "a SparseEncoder folder has a SpladePooling module here (a SentenceEncoder reads the others)",
+            )),
+        };
+        // SparseEncoder puts no prompt before texts: a folder whose default prompt is not empty
+        // would be encoded otherwise than sentence-transformers encodes it.
+        let config_path = files.path("config_sentence_transformers.json");
+        let config = read_object(files, "config_sentence_transformers.json")?.unwrap_or(Value::Null);
+        let (prompts, default_prompt_name) = read_prompts(&config, &config_path)?;
+        if let Some(name) = default_prompt_name.filter(|name| !prompts[name].is_empty()) {
+            return Err(Error::Unsupported(format!(
+                "{}: the default prompt `{name}` ({:?}): SparseEncoder puts no prompt before texts",
+                config_path.display(),
+                prompts[&name]
+            )));
+        }
+        Ok(Some(Self { transformer, pooling }))
+    }
+}
+
+/// SpladePooling's config.json: `pooling_strategy` (max, sum) and `activation_function` (relu,
+/// log1p_relu), sentence-transformers' defaults (max, relu) where absent, as where the file is.
+fn read_splade_pooling(module: &ModelFiles) -> Result<SpladePooling> {
+    let path = module.path("config.json");
+    let config = read_object(module, "config.json")?.unwrap_or(Value::Null);
+    let choice = |field: &str, choices: &[&str]| -> Result<Option<usize>> {
+        match config.get(field) {
+            None => Ok(None),
+            Some(value) => {
+                value.as_str().and_then(|v| choices.iter().position(|c| *c == v)).map(Some).ok_or_else(|| {
+                    config_error(&path, field, format!("{value} is not one of {}", choices.join(", ")))
+                })
+            }
+        }
+    };
+    let sum = choice("pooling_strategy", &["max", "sum"])? == Some(1);
+    let log1p_twice = choice("activation_function", &["relu", "log1p_relu"])? == Some(1);
+    Ok(SpladePooling { sum, log1p_twice })
 }
 
 /// The prompt of `prompts` called `name`; `config_path` (config_sentence_transformers.json) is
@@ -288,9 +393,11 @@ fn flag(config: &Value, path: &Path, field: &str, default: bool) -> Result<bool>
 
 /// What the Transformer module's config (sentence_bert_config.json, or the files older releases
 /// named after the architecture) sets.
-struct TransformerConfig {
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TransformerConfig {
     /// When unset, sentence-transformers 6 leaves the length to the tokenizer's model_max_length.
     max_seq_length: Option<usize>,
+    /// Texts are lowercased before the tokenizer's own normalizer.
     do_lower_case: bool,
 }
 
@@ -311,6 +418,19 @@ impl TransformerConfig {
             return Ok(Self { max_seq_length, do_lower_case });
         }
         Ok(Self { max_seq_length: None, do_lower_case: false })
+    }
+
+    /// Sets the pipeline's tokenizer as the module does: lowercasing first, and truncating at
+    /// max_seq_length unless the caller chose a max length.
+    pub fn apply<M>(&self, pipeline: &mut Pipeline<M>) -> Result<()> {
+        if self.do_lower_case {
+            pipeline.tokenizer.lowercase_first()?;
+        }
+        if let (Some(max_seq_length), None) = (self.max_seq_length, pipeline.options.max_length) {
+            pipeline.tokenizer.set_truncation(Some(Truncation::LongestFirst), Some(max_seq_length))?;
+            pipeline.max_length = max_seq_length;
+        }
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@ use candle_core::DType;
 
 use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
+use super::sentence_transformers::SparseFolder;
 use crate::error::Result;
 use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::Encoded;
@@ -39,6 +40,12 @@ impl SparseEmbedding {
 /// SPLADE embeddings: for each vocabulary entry, the largest `log(1 + relu(logit))` over a text's
 /// tokens (special tokens included), from the checkpoint's masked-LM head.
 ///
+/// A sentence-transformers SparseEncoder folder (`modules.json` with a Transformer and
+/// SpladePooling) is encoded as its modules say: the Transformer's `max_seq_length` and
+/// `do_lower_case`, and SpladePooling's `pooling_strategy` (`max`, or `sum` over the tokens) and
+/// `activation_function` (`relu`, or `log1p_relu`, which takes `log(1 + ...)` twice). Other
+/// modules, or a default prompt that is not empty, are errors.
+///
 /// ```no_run
 /// # fn main() -> roformer::Result<()> {
 /// let encoder = roformer::SparseEncoder::from_pretrained("path/to/masked-lm-checkpoint")?;
@@ -52,6 +59,17 @@ impl SparseEmbedding {
 #[derive(Debug)]
 pub struct SparseEncoder {
     pipeline: Pipeline<RoFormerForMaskedLM>,
+    pooling: SpladePooling,
+}
+
+/// How sentence-transformers' SpladePooling (and TEI's `--pooling splade`, with the defaults)
+/// makes one vector of a text's masked-LM logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct SpladePooling {
+    /// Sum over the tokens (the first SPLADE) instead of the max.
+    pub sum: bool,
+    /// `log(1 + log(1 + relu(x)))` (`log1p_relu`) instead of `log(1 + relu(x))`.
+    pub log1p_twice: bool,
 }
 
 impl SparseEncoder {
@@ -62,12 +80,23 @@ impl SparseEncoder {
 
     /// Loads a masked-LM checkpoint from a folder or a Hub id.
     pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
-        Ok(Self { pipeline: Pipeline::load(model.as_ref(), options)? })
+        Self::from_pipeline(Pipeline::load(model.as_ref(), options)?)
     }
 
     /// Loads a masked-LM checkpoint from a model folder on disk or in memory (no Hub).
     pub fn from_files(files: &ModelFiles, options: PipelineOptions) -> Result<Self> {
-        Ok(Self { pipeline: Pipeline::from_files(files, options)? })
+        Self::from_pipeline(Pipeline::from_files(files, options)?)
+    }
+
+    fn from_pipeline(mut pipeline: Pipeline<RoFormerForMaskedLM>) -> Result<Self> {
+        let pooling = match SparseFolder::read(&pipeline.files)? {
+            Some(folder) => {
+                folder.transformer.apply(&mut pipeline)?;
+                folder.pooling
+            }
+            None => SpladePooling::default(),
+        };
+        Ok(Self { pipeline, pooling })
     }
 
     /// One sparse embedding per text, in input order.
@@ -83,7 +112,7 @@ impl SparseEncoder {
             let mut rows = Vec::with_capacity(encodings.len());
             for (b, e) in encodings.iter().enumerate() {
                 let tokens = batch.tokens(&logits, b, e.len())?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
-                rows.push(splade(&tokens));
+                rows.push(self.pooling.pool(&tokens));
             }
             Ok(rows)
         })
@@ -95,25 +124,46 @@ impl SparseEncoder {
     }
 }
 
-/// The max over tokens of `log(1 + relu(logit))`, kept where above zero. The max is taken before
-/// the logarithm, which does not change it (both are increasing), and `ln_1p` keeps the small
-/// values that `ln(1 + x)` would round to zero.
-fn splade(tokens: &[Vec<f32>]) -> SparseEmbedding {
-    let Some(first) = tokens.first() else { return SparseEmbedding::default() };
-    let mut max = first.clone();
-    for row in &tokens[1..] {
-        for (m, &x) in max.iter_mut().zip(row) {
-            *m = m.max(x);
+impl SpladePooling {
+    /// One text's embedding from its tokens' logits, kept where above zero. A max is taken
+    /// before the activation, which does not change it (the activation is increasing); a sum
+    /// after it. `ln_1p` keeps the small values that `ln(1 + x)` would round to zero.
+    fn pool(&self, tokens: &[Vec<f32>]) -> SparseEmbedding {
+        let activation = |x: f32| {
+            let y = x.max(0.0).ln_1p();
+            if self.log1p_twice {
+                y.ln_1p()
+            } else {
+                y
+            }
+        };
+        let Some(first) = tokens.first() else { return SparseEmbedding::default() };
+        let pooled: Vec<f32> = if self.sum {
+            let mut sum = vec![0f32; first.len()];
+            for row in tokens {
+                for (s, &x) in sum.iter_mut().zip(row) {
+                    *s += activation(x);
+                }
+            }
+            sum
+        } else {
+            let mut max = first.clone();
+            for row in &tokens[1..] {
+                for (m, &x) in max.iter_mut().zip(row) {
+                    *m = m.max(x);
+                }
+            }
+            max.into_iter().map(activation).collect()
+        };
+        let (mut indices, mut values) = (Vec::new(), Vec::new());
+        for (i, &v) in pooled.iter().enumerate() {
+            if v > 0.0 {
+                indices.push(i as u32);
+                values.push(v);
+            }
         }
+        SparseEmbedding { indices, values }
     }
-    let (mut indices, mut values) = (Vec::new(), Vec::new());
-    for (i, &m) in max.iter().enumerate() {
-        if m > 0.0 {
-            indices.push(i as u32);
-            values.push(m.ln_1p());
-        }
-    }
-    SparseEmbedding { indices, values }
 }
 
 shared_accessors!(SparseEncoder, RoFormerForMaskedLM, pipeline);

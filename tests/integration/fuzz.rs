@@ -436,41 +436,67 @@ enum StEdit {
     Delete,
 }
 
+/// The loaders of the sentence-transformers folders below.
+#[derive(Debug, Clone, Copy)]
+enum StLoader {
+    Sentence,
+    Rerank,
+    Sparse,
+}
+
 /// sentence-transformers folders (a sentence-transformers 6 one with Dense and Normalize, an
-/// older one with a `pytorch_model.bin` Dense, and a cross-encoder) with one of their JSON files
-/// edited: modules.json, the modules' configs, sentence_bert_config.json,
+/// older one with a `pytorch_model.bin` Dense, a cross-encoder, and a SparseEncoder one) with one
+/// of their JSON files edited: modules.json, the modules' configs, sentence_bert_config.json,
 /// config_sentence_transformers.json, tokenizer.json and the rest. A folder that loads must give
 /// one output per input.
 #[test]
 fn fuzz_sentence_transformers_folder() {
-    let folders: Vec<(&str, Vec<String>)> = ["st6_cls_dense", "old_mean", "cross_encoder"]
-        .into_iter()
-        .map(|name| {
-            let root = fixture("sentence_transformers").join(name);
+    let mut folders: Vec<(StLoader, PathBuf)> = [
+        ("st6_cls_dense", StLoader::Sentence),
+        ("old_mean", StLoader::Sentence),
+        ("cross_encoder", StLoader::Rerank),
+    ]
+    .into_iter()
+    .map(|(name, loader)| {
+        let dir = scratch(&format!("st-{name}"));
+        copy_tree(&fixture("sentence_transformers").join(name), &dir);
+        (loader, dir)
+    })
+    .collect();
+    // The masked-LM fixture with the files of a SparseEncoder folder (sum pooling).
+    let sparse = scratch("st-sparse");
+    copy_tree(&fixture("pipelines/mlm"), &sparse);
+    let splade: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("pipelines/mlm/splade_st.json")).unwrap())
+            .unwrap();
+    for (name, value) in splade["variants"][1]["files"].as_object().unwrap() {
+        let file = sparse.join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, value.to_string()).unwrap();
+    }
+    folders.push((StLoader::Sparse, sparse));
+    // Each folder's JSON files (the references left out) and their text, restored after each case.
+    let files: Vec<Vec<(String, String)>> = folders
+        .iter()
+        .map(|(_, root)| {
             let mut files = Vec::new();
             let mut pending = vec![root.clone()];
             while let Some(dir) = pending.pop() {
                 for entry in std::fs::read_dir(dir).unwrap().flatten() {
                     let path = entry.path();
+                    let name = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
                     if path.is_dir() {
                         pending.push(path);
-                    } else if path.extension().is_some_and(|e| e == "json")
-                        && !path.ends_with("expected.json")
+                    } else if name.ends_with(".json")
+                        && !name.starts_with("expected")
+                        && !name.starts_with("splade")
                     {
-                        files.push(path.strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+                        files.push((name, std::fs::read_to_string(&path).unwrap()));
                     }
                 }
             }
             files.sort();
-            (name, files)
-        })
-        .collect();
-    let dirs: Vec<PathBuf> = folders
-        .iter()
-        .map(|(name, _)| {
-            let dir = scratch(&format!("st-{name}"));
-            copy_tree(&fixture("sentence_transformers").join(name), &dir);
-            dir
+            files
         })
         .collect();
     let edit = prop_oneof![
@@ -481,16 +507,14 @@ fn fuzz_sentence_transformers_folder() {
     ];
     let inputs = (0..folders.len(), any::<prop::sample::Index>(), edit);
     fuzz("sentence-transformers folder", inputs, |(folder, file, edit)| {
-        let (name, files) = &folders[folder];
-        let file = file.get(files);
-        let original = fixture("sentence_transformers").join(name).join(file);
-        let target = dirs[folder].join(file);
-        let text = std::fs::read_to_string(&original).unwrap();
+        let (loader, dir) = &folders[folder];
+        let (file, text) = file.get(&files[folder]);
+        let target = dir.join(file);
         match edit {
             StEdit::Text(text) => std::fs::write(&target, text).unwrap(),
             StEdit::Delete => std::fs::remove_file(&target).unwrap(),
             StEdit::Replace(n, _) | StEdit::Remove(n) => {
-                let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let mut json: serde_json::Value = serde_json::from_str(text).unwrap();
                 let mut paths = Vec::new();
                 json_paths(&json, &mut Vec::new(), &mut paths);
                 let path = &paths[n % paths.len()];
@@ -512,22 +536,29 @@ fn fuzz_sentence_transformers_folder() {
         }
         let options = roformer::PipelineOptions::default().with_batch_size(2);
         let texts = ["a short sentence", "", "another one"];
-        let loaded = if *name == "cross_encoder" {
-            roformer::Reranker::from_pretrained_with(&dirs[folder], options).map(|reranker| {
+        let loaded = match loader {
+            StLoader::Rerank => roformer::Reranker::from_pretrained_with(dir, options).map(|reranker| {
                 let pairs: Vec<(&str, &str)> = texts.iter().map(|t| ("the query", *t)).collect();
                 if let Ok(scores) = reranker.predict(&pairs) {
                     assert_eq!(scores.len(), texts.len());
                 }
-            })
-        } else {
-            roformer::SentenceEncoder::from_pretrained_with(&dirs[folder], options).map(|encoder| {
+            }),
+            StLoader::Sentence => {
+                roformer::SentenceEncoder::from_pretrained_with(dir, options).map(|encoder| {
+                    if let Ok(rows) = encoder.encode(&texts) {
+                        assert_eq!(rows.len(), texts.len());
+                        assert!(rows.iter().all(|r| r.len() == encoder.dim()));
+                    }
+                })
+            }
+            StLoader::Sparse => roformer::SparseEncoder::from_pretrained_with(dir, options).map(|encoder| {
                 if let Ok(rows) = encoder.encode(&texts) {
                     assert_eq!(rows.len(), texts.len());
-                    assert!(rows.iter().all(|r| r.len() == encoder.dim()));
+                    assert!(rows.iter().flat_map(|r| &r.indices).all(|&i| (i as usize) < encoder.dim()));
                 }
-            })
+            }),
         };
-        std::fs::copy(&original, &target).unwrap();
+        std::fs::write(&target, text).unwrap();
         loaded.is_ok()
     });
 }

@@ -3,9 +3,11 @@
 
 use crate::app::metrics;
 use roformer::{
-    cosine_similarity, Error, FillMask, PipelineOptions, Pooling, SentenceEncoder, SparseEncoder,
-    TextClassifier,
+    cosine_similarity, Error, FillMask, PipelineOptions, Pooling, SentenceEncoder, SparseEmbedding,
+    SparseEncoder, TextClassifier,
 };
+
+use crate::support::Scratch;
 use serde_json::Value;
 
 fn expected(name: &str) -> Value {
@@ -128,19 +130,11 @@ fn fill_mask_matches_transformers() {
     }
 }
 
-#[test]
-fn splade_matches_transformers() {
-    let want: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade.json", dir("mlm"))).unwrap())
-            .unwrap();
-    let texts: Vec<&str> = want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    // Batches of 2 mix lengths (padding or packing), as in the other pipeline tests; the last text
-    // is truncated to the model's 64 positions.
-    let encoder = SparseEncoder::from_pretrained_with(dir("mlm"), options(2)).unwrap();
-    assert_eq!(encoder.dim(), 1131);
-    let ours = encoder.encode(&texts).unwrap();
-    assert_eq!(ours.len(), texts.len());
-    for ((text, got), want) in texts.iter().zip(&ours).zip(want["sparse"].as_array().unwrap()) {
+/// Each text's sparse embedding against the reference's (index, value) pairs: the same non-zero
+/// entries, values within 1e-5 (relative above 1: sums over the tokens reach 20).
+fn assert_sparse(what: &str, texts: &[&str], ours: &[SparseEmbedding], want: &Value, dim: usize) {
+    assert_eq!(ours.len(), texts.len(), "{what}");
+    for ((text, got), want) in texts.iter().zip(ours).zip(want.as_array().unwrap()) {
         let want: Vec<(u32, f32)> = want
             .as_array()
             .unwrap()
@@ -148,12 +142,82 @@ fn splade_matches_transformers() {
             .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap() as f32))
             .collect();
         let want_indices: Vec<u32> = want.iter().map(|p| p.0).collect();
-        assert_eq!(got.indices, want_indices, "{text:?}: the non-zero entries");
-        let diff = got.values.iter().zip(&want).map(|(a, (_, b))| (a - b).abs()).fold(0f32, f32::max);
-        assert!(diff < 1e-5, "{text:?}: max abs diff {diff:e}");
-        let dense = got.to_dense(encoder.dim());
+        assert_eq!(got.indices, want_indices, "{what}, {text:?}: the non-zero entries");
+        let diff =
+            got.values.iter().zip(&want).map(|(a, (_, b))| (a - b).abs() / b.max(1.0)).fold(0f32, f32::max);
+        assert!(diff < 1e-5, "{what}, {text:?}: max diff {diff:e}");
+        let dense = got.to_dense(dim);
         assert_eq!(dense.iter().filter(|&&v| v != 0.0).count(), want.len());
     }
+}
+
+fn texts_of(want: &Value) -> Vec<&str> {
+    want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect()
+}
+
+#[test]
+fn splade_matches_transformers() {
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade.json", dir("mlm"))).unwrap())
+            .unwrap();
+    let texts = texts_of(&want);
+    // Batches of 2 mix lengths (padding or packing), as in the other pipeline tests; the last text
+    // is truncated to the model's 64 positions.
+    let encoder = SparseEncoder::from_pretrained_with(dir("mlm"), options(2)).unwrap();
+    assert_eq!(encoder.dim(), 1131);
+    assert_sparse("splade", &texts, &encoder.encode(&texts).unwrap(), &want["sparse"], encoder.dim());
+}
+
+#[test]
+fn a_sentence_transformers_sparse_encoder_folder_is_encoded_as_sentence_transformers() {
+    // The masked-LM fixture with the files SparseEncoder saved: max or sum pooling, relu or log1p_relu, a
+    // max_seq_length (8) and the module names of sentence-transformers 5 (make_st_splade_fixture.py).
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade_st.json", dir("mlm"))).unwrap())
+            .unwrap();
+    let texts = texts_of(&want);
+    let variants = want["variants"].as_array().unwrap();
+    for (i, variant) in variants.iter().enumerate() {
+        let scratch = Scratch::copy_of(std::path::Path::new(&dir("mlm")), &format!("splade-st-{i}"));
+        for (name, value) in variant["files"].as_object().unwrap() {
+            scratch.write_json(name, value);
+        }
+        let encoder = SparseEncoder::from_pretrained_with(scratch.path(), options(2)).unwrap();
+        let what = variant["variant"].to_string();
+        assert_sparse(&what, &texts, &encoder.encode(&texts).unwrap(), &variant["sparse"], encoder.dim());
+    }
+
+    // What SparseEncoder cannot honour, and a sparse folder given to SentenceEncoder.
+    let scratch = Scratch::copy_of(std::path::Path::new(&dir("mlm")), "splade-st-bad");
+    for (name, value) in variants[0]["files"].as_object().unwrap() {
+        scratch.write_json(name, value);
+    }
+    let message = |scratch: &Scratch| match SparseEncoder::from_pretrained_with(scratch.path(), options(2)) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    };
+    let m = match SentenceEncoder::from_pretrained_with(scratch.path(), options(2)) {
+        Ok(_) => panic!("a SentenceEncoder loaded a sparse folder"),
+        Err(e) => e.to_string(),
+    };
+    assert!(m.contains("modules.json") && m.contains("load the folder with SparseEncoder"), "{m}");
+    scratch.edit_json("1_SpladePooling/config.json", |c| c["pooling_strategy"] = "mean".into());
+    let m = message(&scratch);
+    assert!(m.contains("`pooling_strategy`: \"mean\" is not one of max, sum"), "{m}");
+    scratch.edit_json("1_SpladePooling/config.json", |c| c["pooling_strategy"] = "max".into());
+    scratch.edit_json("config_sentence_transformers.json", |c| {
+        c["prompts"]["query"] = "query: ".into();
+        c["default_prompt_name"] = "query".into();
+    });
+    let m = message(&scratch);
+    assert!(m.contains("default prompt `query`") && m.contains("puts no prompt"), "{m}");
+    scratch.edit_json("modules.json", |m| {
+        m.as_array_mut().unwrap().push(serde_json::json!(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+        ));
+    });
+    let m = message(&scratch);
+    assert!(m.contains("`[2].type`: nothing may follow the SpladePooling module"), "{m}");
 }
 
 #[test]

@@ -198,6 +198,15 @@ impl Scratch {
         file
     }
 
+    /// Writes `value` as the folder's JSON file `name` (its subfolder made if need be); returns
+    /// its path.
+    pub fn write_json(&self, name: &str, value: &serde_json::Value) -> PathBuf {
+        let file = self.0.join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, serde_json::to_string_pretty(value).unwrap()).unwrap();
+        file
+    }
+
     /// Points the first tensor of the shard index at `shard`; returns the index's path.
     pub fn redirect_a_shard(&self, shard: &str) -> PathBuf {
         self.edit_json("model.safetensors.index.json", |index| {
