@@ -187,12 +187,15 @@ fn load(
     } else if is_classifier {
         let classifier =
             TextClassifier::from_pretrained_with(&dir, options.clone()).with_context(load_context)?;
-        let encoder = Embedder::Dense(Box::new(SentenceEncoder::from_classifier(&classifier)?));
-        // One label is a cross-encoder, as TEI reads it.
+        // One label is a cross-encoder, as TEI reads it. The encoder comes from the reranker's
+        // classifier, whose tokenizer a CrossEncoder folder may have changed: the server tokenizes
+        // with the encoder's.
         if config.num_labels() == 1 {
             let reranker = Reranker::from_classifier(classifier).with_context(load_context)?;
+            let encoder = Embedder::Dense(Box::new(SentenceEncoder::from_classifier(reranker.classifier())?));
             (Head::Reranker(Box::new(reranker)), Kind::Reranker, encoder, classifier_type("reranker"))
         } else {
+            let encoder = Embedder::Dense(Box::new(SentenceEncoder::from_classifier(&classifier)?));
             (Head::Classifier(Box::new(classifier)), Kind::Classifier, encoder, classifier_type("classifier"))
         }
     } else {

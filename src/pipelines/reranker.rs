@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::core::shared_accessors;
 use super::options::PipelineOptions;
+use super::sentence_transformers::cross_encoder_transformer;
 use super::text_classifier::{Classification, TextClassifier};
 use crate::error::{Error, Result};
 use crate::loading::model_files::ModelFiles;
@@ -55,8 +56,10 @@ impl Reranker {
         Self::from_classifier(TextClassifier::from_pretrained_with(model, options)?)
     }
 
-    /// The cross-encoder of a loaded classifier, which must have one label.
-    pub fn from_classifier(classifier: TextClassifier) -> Result<Self> {
+    /// The cross-encoder of a loaded classifier, which must have one label. A
+    /// sentence-transformers CrossEncoder folder's `max_seq_length` and `do_lower_case`
+    /// (sentence_bert_config.json) then apply to the classifier's tokenizer, as in `CrossEncoder`.
+    pub fn from_classifier(mut classifier: TextClassifier) -> Result<Self> {
         let labels = classifier.config().num_labels();
         if labels != 1 {
             return Err(Error::Config {
@@ -66,6 +69,9 @@ impl Reranker {
                     "a reranker scores with one label, and this checkpoint has {labels}: use TextClassifier::classify_pairs for it"
                 ),
             });
+        }
+        if let Some(transformer) = cross_encoder_transformer(&classifier.pipeline.files)? {
+            transformer.apply(&mut classifier.pipeline)?;
         }
         let sigmoid = sigmoid_by_default(&classifier.pipeline.files)?;
         Ok(Self { classifier, sigmoid })

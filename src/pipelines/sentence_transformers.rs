@@ -281,6 +281,18 @@ fn read_prompts(config: &Value, config_path: &Path) -> Result<(BTreeMap<String, 
     Ok((prompts, default_prompt_name))
 }
 
+/// The Transformer module's config of a sentence-transformers CrossEncoder folder, whose
+/// `modules.json` lists that module alone; `None` without `modules.json`.
+pub(super) fn cross_encoder_transformer(files: &ModelFiles) -> Result<Option<TransformerConfig>> {
+    let Some(ModuleList { transformer, after, path }) = ModuleList::read(files)? else { return Ok(None) };
+    match after.first() {
+        Some((_, _, field)) => {
+            Err(config_error(&path, field, "a CrossEncoder folder has no module after its Transformer"))
+        }
+        None => Ok(Some(transformer)),
+    }
+}
+
 /// A sentence-transformers SparseEncoder folder: the masked-LM Transformer module, then
 /// SpladePooling.
 #[derive(Debug, Clone)]

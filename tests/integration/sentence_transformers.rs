@@ -350,6 +350,27 @@ fn reranker_predicts_and_ranks_as_cross_encoder() {
 }
 
 #[test]
+fn a_cross_encoder_folder_truncates_and_lowercases_as_its_transformer_module_says() {
+    // sentence_bert_config.json's max_seq_length (8) and do_lower_case over a cased tokenizer.json, which
+    // CrossEncoder honours: "I LOVED IT" finds "i" only lowercased, and long pairs are cut at 8 tokens.
+    let want = &expected("cross_encoder")["transformer_config"];
+    let scratch = Scratch::copy_of(&folder("cross_encoder"), "ce-transformer-config");
+    let settings = want["sentence_bert_config"].as_object().unwrap();
+    scratch.edit_json("sentence_bert_config.json", |c| settings.iter().for_each(|(k, v)| c[k] = v.clone()));
+    scratch
+        .edit_json("tokenizer.json", |t| t["normalizer"]["lowercase"] = want["tokenizer_lowercase"].clone());
+    let reranker = Reranker::from_pretrained_with(scratch.path(), options()).unwrap();
+    assert_eq!(reranker.classifier().max_length(), 8);
+    let pairs: Vec<(&str, &str)> = want["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_str().unwrap(), p[1].as_str().unwrap()))
+        .collect();
+    assert_rows("scores", &[reranker.predict(&pairs).unwrap()], &Value::Array(vec![want["scores"].clone()]));
+}
+
+#[test]
 fn reranker_refuses_a_checkpoint_of_several_labels() {
     let err = Reranker::from_pretrained_with(fixture("pipelines/cls"), options()).unwrap_err();
     assert!(matches!(&err, Error::Config { field, .. } if field == "num_labels"), "{err:?}");

@@ -62,6 +62,41 @@ fn rerank_answers_as_the_reranker_sorted_best_first() {
 }
 
 #[test]
+fn rerank_follows_a_cross_encoder_folders_transformer_module() {
+    // sentence_bert_config.json's max_seq_length (8) and do_lower_case over a cased tokenizer.json: the
+    // server tokenizes as sentence-transformers' CrossEncoder does, from the committed reference.
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}/expected.json", st_model("cross_encoder"))).unwrap(),
+    )
+    .unwrap();
+    let want = &expected["transformer_config"];
+    let dir = std::env::temp_dir().join(format!("roformer-serve-ce-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(st_model("cross_encoder")).unwrap().flatten() {
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let edit = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let path = dir.join(name);
+        let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut value);
+        std::fs::write(&path, value.to_string()).unwrap();
+    };
+    edit("sentence_bert_config.json", &|c| {
+        want["sentence_bert_config"].as_object().unwrap().iter().for_each(|(k, v)| c[k] = v.clone())
+    });
+    edit("tokenizer.json", &|t| t["normalizer"]["lowercase"] = want["tokenizer_lowercase"].clone());
+    let server = Server::start(dir.to_str().unwrap(), &[]);
+    for (pair, score) in want["pairs"].as_array().unwrap().iter().zip(want["scores"].as_array().unwrap()) {
+        let (q, t) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+        let got = server.ok("/rerank", json!({"query": q, "texts": [t], "truncate": true}));
+        let got = got[0]["score"].as_f64().unwrap();
+        assert!((got - score.as_f64().unwrap()).abs() <= 1e-4, "{q} / {t}: {got} vs {score}");
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn similarity_embed_all_and_prompts_answer_as_the_library() {
     let server = Server::start(&model("sim"), &[]);
     let encoder =
