@@ -151,15 +151,18 @@ fn assert_sparse(what: &str, texts: &[&str], ours: &[SparseEmbedding], want: &Va
     }
 }
 
+/// A reference file of the masked-LM fixture.
+fn mlm_reference(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(format!("{}/{name}", dir("mlm"))).unwrap()).unwrap()
+}
+
 fn texts_of(want: &Value) -> Vec<&str> {
     want["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect()
 }
 
 #[test]
 fn splade_matches_transformers() {
-    let want: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade.json", dir("mlm"))).unwrap())
-            .unwrap();
+    let want = mlm_reference("splade.json");
     let texts = texts_of(&want);
     // Batches of 2 mix lengths (padding or packing), as in the other pipeline tests; the last text
     // is truncated to the model's 64 positions.
@@ -172,9 +175,7 @@ fn splade_matches_transformers() {
 fn a_sentence_transformers_sparse_encoder_folder_is_encoded_as_sentence_transformers() {
     // The masked-LM fixture with the files SparseEncoder saved: max or sum pooling, relu or log1p_relu, a
     // max_seq_length (8) and the module names of sentence-transformers 5 (make_st_splade_fixture.py).
-    let want: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{}/splade_st.json", dir("mlm"))).unwrap())
-            .unwrap();
+    let want = mlm_reference("splade_st.json");
     let texts = texts_of(&want);
     let variants = want["variants"].as_array().unwrap();
     for (i, variant) in variants.iter().enumerate() {
