@@ -106,7 +106,8 @@ struct ModuleList {
 }
 
 impl ModuleList {
-    fn read(files: &ModelFiles) -> Result<Option<Self>> {
+    /// `task` is what the reader makes of the Transformer module's outputs.
+    fn read(files: &ModelFiles, task: Task) -> Result<Option<Self>> {
         let modules_path = files.path("modules.json");
         let Some(list) = files.read_json_if_exists("modules.json")? else { return Ok(None) };
         let entries = list.as_array().ok_or_else(|| {
@@ -142,7 +143,7 @@ impl ModuleList {
         }
         let mut after = kinds.into_iter();
         let transformer = match after.next() {
-            Some((Kind::Transformer, sub, _)) if sub.is_empty() => TransformerConfig::read(files)?,
+            Some((Kind::Transformer, sub, _)) if sub.is_empty() => TransformerConfig::read(files, task)?,
             Some((Kind::Transformer, sub, field)) => {
                 return Err(config_error(
                     &modules_path,
@@ -162,7 +163,9 @@ impl SentenceTransformers {
     /// The folder's modules, or `None` when it has no `modules.json`. Dense weights are loaded
     /// in f32 on `device`; `hidden_size` is what the Transformer module gives the pooling.
     pub fn read(files: &ModelFiles, hidden_size: usize, device: &Device) -> Result<Option<Self>> {
-        let Some(ModuleList { transformer, after, path: modules_path }) = ModuleList::read(files)? else {
+        let Some(ModuleList { transformer, after, path: modules_path }) =
+            ModuleList::read(files, Task::FeatureExtraction)?
+        else {
             return Ok(None);
         };
         let mut iter = after.into_iter();
@@ -284,7 +287,11 @@ fn read_prompts(config: &Value, config_path: &Path) -> Result<(BTreeMap<String, 
 /// The Transformer module's config of a sentence-transformers CrossEncoder folder, whose
 /// `modules.json` lists that module alone; `None` without `modules.json`.
 pub(super) fn cross_encoder_transformer(files: &ModelFiles) -> Result<Option<TransformerConfig>> {
-    let Some(ModuleList { transformer, after, path }) = ModuleList::read(files)? else { return Ok(None) };
+    let Some(ModuleList { transformer, after, path }) =
+        ModuleList::read(files, Task::SequenceClassification)?
+    else {
+        return Ok(None);
+    };
     match after.first() {
         Some((_, _, field)) => {
             Err(config_error(&path, field, "a CrossEncoder folder has no module after its Transformer"))
@@ -304,7 +311,9 @@ pub(super) struct SparseFolder {
 impl SparseFolder {
     /// The folder's modules, or `None` when it has no `modules.json`.
     pub fn read(files: &ModelFiles) -> Result<Option<Self>> {
-        let Some(ModuleList { transformer, after, path }) = ModuleList::read(files)? else { return Ok(None) };
+        let Some(ModuleList { transformer, after, path }) = ModuleList::read(files, Task::FillMask)? else {
+            return Ok(None);
+        };
         let pooling = match after.as_slice() {
             [(Kind::SpladePooling, sub, _)] => read_splade_pooling(&files.sub(sub))?,
             [] => {
@@ -413,13 +422,92 @@ pub(super) struct TransformerConfig {
     do_lower_case: bool,
 }
 
+/// The Transformer module's task in sentence-transformers 6 (`transformer_task`), which the
+/// reader of a folder expects: the one output it reads, under the names that task gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Task {
+    /// Token embeddings for a Pooling module: a SentenceEncoder folder.
+    FeatureExtraction,
+    /// Masked-LM logits for SpladePooling: a SparseEncoder folder.
+    FillMask,
+    /// A classifier's logits: a CrossEncoder folder.
+    SequenceClassification,
+}
+
+impl Task {
+    /// The task's name, and sentence-transformers' defaults of `modality_config`'s text output
+    /// and of `module_output_name` for it.
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Task::FeatureExtraction => ("feature-extraction", "last_hidden_state", "token_embeddings"),
+            Task::FillMask => ("fill-mask", "logits", "token_embeddings"),
+            Task::SequenceClassification => ("sequence-classification", "logits", "scores"),
+        }
+    }
+
+    /// Refuses a Transformer config that asks for another task, other outputs, or per-call
+    /// processing this crate does not run; older releases set none of these fields.
+    fn check(self, config: &Value, path: &Path) -> Result<()> {
+        let (task, method_output, module_output) = self.names();
+        let set = |field: &str| config.get(field).filter(|v| !v.is_null());
+        if let Some(value) = set("transformer_task").filter(|v| v.as_str() != Some(task)) {
+            let reader = match value.as_str() {
+                Some("feature-extraction") => "SentenceEncoder",
+                Some("fill-mask") => "SparseEncoder (roformer-serve: --pooling splade)",
+                Some("sequence-classification") => "Reranker",
+                _ => return Err(config_error(path, "transformer_task", format!("{value} is not supported"))),
+            };
+            return Err(config_error(
+                path,
+                "transformer_task",
+                format!("{value}: load the folder with {reader} (this reader needs `{task}`)"),
+            ));
+        }
+        let modality =
+            serde_json::json!({"text": {"method": "forward", "method_output_name": method_output}});
+        if let Some(value) = set("modality_config").filter(|v| **v != modality) {
+            return Err(config_error(
+                path,
+                "modality_config",
+                format!("{value} is not supported (only {modality})"),
+            ));
+        }
+        if let Some(value) = set("module_output_name").filter(|v| v.as_str() != Some(module_output)) {
+            return Err(config_error(
+                path,
+                "module_output_name",
+                format!("{value} is not supported (only `{module_output}`)"),
+            ));
+        }
+        if let Some(value) = set("processing_kwargs").filter(|v| v.as_object().is_none_or(|o| !o.is_empty()))
+        {
+            return Err(config_error(
+                path,
+                "processing_kwargs",
+                format!("{value}: per-call processing is not supported"),
+            ));
+        }
+        for field in ["query_length", "document_length", "query_expansion"] {
+            if let Some(value) = set(field) {
+                return Err(config_error(
+                    path,
+                    field,
+                    format!("{value}: multi-vector settings are not supported"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl TransformerConfig {
-    fn read(files: &ModelFiles) -> Result<Self> {
+    fn read(files: &ModelFiles, task: Task) -> Result<Self> {
         for name in
             ["sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"]
         {
             let path = files.path(name);
             let Some(config) = read_object(files, name)? else { continue };
+            task.check(&config, &path)?;
             let max_seq_length = match config.get("max_seq_length") {
                 None | Some(Value::Null) => None,
                 Some(value) => Some(value.as_u64().filter(|&n| n > 0).ok_or_else(|| {

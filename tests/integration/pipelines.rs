@@ -201,7 +201,7 @@ fn a_sentence_transformers_sparse_encoder_folder_is_encoded_as_sentence_transfor
         Ok(_) => panic!("a SentenceEncoder loaded a sparse folder"),
         Err(e) => e.to_string(),
     };
-    assert!(m.contains("modules.json") && m.contains("load the folder with SparseEncoder"), "{m}");
+    assert!(m.contains("load the folder with SparseEncoder"), "{m}");
     scratch.edit_json("1_SpladePooling/config.json", |c| c["pooling_strategy"] = "mean".into());
     let m = message(&scratch);
     assert!(m.contains("`pooling_strategy`: \"mean\" is not one of max, sum"), "{m}");

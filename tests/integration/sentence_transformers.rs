@@ -2,7 +2,7 @@
 //! the fixtures of scripts/fixtures/make_st_fixtures.py.
 
 use roformer::{Error, PipelineOptions, Pooling, Prompt, Reranker, SentenceEncoder};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::support::{fixture, on_device, Scratch};
 
@@ -309,6 +309,46 @@ fn module_configs_of_the_wrong_type_are_named() {
         assert!(matches!(err, Error::Config { .. }), "{file}: {err:?}");
         assert!(m.starts_with(&path.display().to_string()) && m.contains(wanted), "{file}: {m}");
     }
+}
+
+#[test]
+fn transformer_settings_this_crate_does_not_run_are_refused() {
+    // sentence-transformers 6 would run each (another task's outputs, the HF pooler's output, per-call
+    // tokenizer arguments, multi-vector lengths); read as absent, each gave other vectors.
+    let cases: [(&str, Value, &str); 5] = [
+        (
+            "transformer_task",
+            json!("fill-mask"),
+            "\"fill-mask\": load the folder with SparseEncoder (roformer-serve: --pooling splade) (this reader needs \
+             `feature-extraction`)",
+        ),
+        (
+            "modality_config",
+            json!({"text": {"method": "forward", "method_output_name": "pooler_output"}}),
+            "is not supported (only {\"text\":{\"method\":\"forward\",\"method_output_name\":\"last_hidden_state\"}})",
+        ),
+        ("module_output_name", json!("sentence_embedding"), "is not supported (only `token_embeddings`)"),
+        ("processing_kwargs", json!({"text": {"max_length": 16}}), "per-call processing is not supported"),
+        ("query_length", json!(32), "`query_length`: 32: multi-vector settings are not supported"),
+    ];
+    for (field, value, wanted) in cases {
+        let scratch = Scratch::copy_of(&folder("st6_cls_dense"), &format!("st-task-{field}"));
+        let path = scratch.edit_json("sentence_bert_config.json", |c| c[field] = value.clone());
+        let Err(err) = SentenceEncoder::from_pretrained_with(scratch.path(), options()) else {
+            panic!("{field}: {value} loaded");
+        };
+        let m = err.to_string();
+        assert!(m.starts_with(&path.display().to_string()) && m.contains(wanted), "{field}: {m}");
+    }
+    // A cross-encoder's Transformer is sequence-classification.
+    let scratch = Scratch::copy_of(&folder("cross_encoder"), "ce-task");
+    scratch.edit_json("sentence_bert_config.json", |c| c["transformer_task"] = "feature-extraction".into());
+    let Err(err) = Reranker::from_pretrained_with(scratch.path(), options()) else { panic!("loaded") };
+    assert!(
+        err.to_string()
+            .contains("load the folder with SentenceEncoder (this reader needs `sequence-classification`)"),
+        "{err}"
+    );
 }
 
 #[test]
