@@ -19,9 +19,10 @@ use crate::model::task::TaskModel;
 /// encoder, or a sentence-transformers folder.
 ///
 /// A folder with `modules.json` is encoded as sentence-transformers encodes it: the Transformer
-/// module's `max_seq_length`, the Pooling module's modes (cls, max, mean, mean_sqrt_len_tokens,
-/// weightedmean, lasttoken, with `include_prompt`), then its Dense and Normalize modules in
-/// order; the prompt of [`PipelineOptions::with_prompt`] or [`PipelineOptions::with_prompt_name`]
+/// module's `max_seq_length` and `do_lower_case`, the Pooling module's modes (cls, max, mean,
+/// mean_sqrt_len_tokens, weightedmean, lasttoken, with `include_prompt`; `Cls` or `Mean` of
+/// [`PipelineOptions::with_pooling`] in their place, as TEI's `--pooling` overrides them), then
+/// its Dense and Normalize modules in order; the prompt of [`PipelineOptions::with_prompt`] or [`PipelineOptions::with_prompt_name`]
 /// (else the folder's `default_prompt_name`) is put before each text. Any other checkpoint
 /// decides the defaults itself: one with junnyu's pooler (the sim checkpoints) is encoded as its
 /// authors do, pooler on `[CLS]` with a linear activation, bidirectional attention,
@@ -121,6 +122,7 @@ impl SentenceEncoder {
             &pipeline.files,
             pipeline.config.hidden_size,
             &pipeline.options.device,
+            pipeline.options.pooling,
         )?;
         if let Some(folder) = &folder {
             folder.transformer.apply(&mut pipeline)?;
@@ -142,16 +144,6 @@ impl SentenceEncoder {
         let hidden_size = pipeline.config.hidden_size;
         let (pooling, mut modules, prompt, dim, folder_truncate_dim, prompts) = match folder {
             Some(folder) => {
-                if options.pooling.is_some() {
-                    return Err(Error::option(
-                        "pooling",
-                        format!(
-                            "{} is a sentence-transformers folder, whose modules.json sets the pooling: \
-                             leave the pooling option to folders without one",
-                            pipeline.files.root().display()
-                        ),
-                    ));
-                }
                 let prompt = folder.prompt(options.prompt.as_deref(), options.prompt_name.as_deref())?;
                 let dim = folder.dim(hidden_size);
                 let prompts = Some((folder.prompts, folder.config_path));

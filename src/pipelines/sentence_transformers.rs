@@ -162,14 +162,22 @@ impl ModuleList {
 impl SentenceTransformers {
     /// The folder's modules, or `None` when it has no `modules.json`. Dense weights are loaded
     /// in f32 on `device`; `hidden_size` is what the Transformer module gives the pooling.
-    pub fn read(files: &ModelFiles, hidden_size: usize, device: &Device) -> Result<Option<Self>> {
+    /// `pooling`, when given, replaces the Pooling module's modes, as TEI's `--pooling` overrides
+    /// `1_Pooling/config.json`; the modules after it then read vectors of that pooling's size.
+    pub fn read(
+        files: &ModelFiles,
+        hidden_size: usize,
+        device: &Device,
+        pooling: Option<crate::pipelines::options::Pooling>,
+    ) -> Result<Option<Self>> {
+        let overridden = pooling;
         let Some(ModuleList { transformer, after, path: modules_path }) =
             ModuleList::read(files, Task::FeatureExtraction)?
         else {
             return Ok(None);
         };
         let mut iter = after.into_iter();
-        let pooling = match iter.next() {
+        let mut pooling = match iter.next() {
             Some((Kind::Pooling, sub, _)) => Pooling::read(&files.sub(&sub), hidden_size)?,
             Some((Kind::SpladePooling, _, field)) => {
                 return Err(config_error(
@@ -194,6 +202,19 @@ impl SentenceTransformers {
                 ))
             }
         };
+        if let Some(chosen) = overridden {
+            pooling.modes = vec![match chosen {
+                crate::pipelines::options::Pooling::Cls => Mode::Cls,
+                crate::pipelines::options::Pooling::Mean => Mode::Mean,
+                crate::pipelines::options::Pooling::Pooler => {
+                    return Err(Error::option(
+                        "pooling",
+                        "pooling `pooler` is junnyu's pooler, for checkpoints without modules.json: a \
+                         sentence-transformers folder takes `cls` or `mean` in place of its Pooling module",
+                    ))
+                }
+            }];
+        }
         let mut dim = pooling.dim(hidden_size);
         let mut modules = Vec::new();
         for (kind, sub, field) in iter {

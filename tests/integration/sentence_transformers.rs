@@ -112,6 +112,37 @@ fn every_pooling_mode_and_include_prompt_as_sentence_transformers() {
 }
 
 #[test]
+fn the_pooling_option_replaces_the_pooling_module_as_teis_flag_does() {
+    // TEI's --pooling overrides 1_Pooling/config.json; with_pooling(Cls) on the mean-pooled folder gives what
+    // sentence-transformers gives with a CLS Pooling module over the same transformer.
+    let want = expected("old_mean");
+    let cls = want["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| {
+            v["pooling_config"]["pooling_mode"] == "cls" && v["pooling_config"]["include_prompt"] == true
+        })
+        .unwrap();
+    let encoder =
+        SentenceEncoder::from_pretrained_with(folder("old_mean"), options().with_pooling(Pooling::Cls))
+            .unwrap();
+    assert_eq!(encoder.pooling(), Pooling::Cls);
+    assert_rows("with_pooling(Cls)", &encoder.encode(&texts(&want)).unwrap(), &cls["embeddings"]);
+    // The Dense after it reads the new size: three modes concatenated (96 values) refuse its 32 inputs.
+    let scratch = Scratch::copy_of(&folder("st6_cls_dense"), "st-pooling-override");
+    scratch.edit_json("1_Pooling/config.json", |c| c["pooling_mode"] = json!(["cls", "mean", "max"]));
+    let Err(err) = SentenceEncoder::from_pretrained_with(scratch.path(), options()) else { panic!("loaded") };
+    assert!(
+        err.to_string().contains("`in_features`: 32, but the module before gives vectors of 96"),
+        "{err}"
+    );
+    let encoder =
+        SentenceEncoder::from_pretrained_with(scratch.path(), options().with_pooling(Pooling::Mean)).unwrap();
+    assert_eq!((encoder.pooling(), encoder.dim()), (Pooling::Mean, 24));
+}
+
+#[test]
 fn one_encoder_serves_every_prompt_per_call_as_sentence_transformers() {
     // One load, the prompts chosen per call, against sentence-transformers' per-prompt references.
     let want = expected("st6_cls_dense");
@@ -192,8 +223,8 @@ fn sentence_transformers_folders_refuse_what_they_cannot_honour() {
     assert!(m.contains("`query`") && m.contains("`passage`"), "{m}");
     let m = message(options().with_prompt_name("query").with_prompt("q: "));
     assert!(m.contains("not both"), "{m}");
-    let m = message(options().with_pooling(Pooling::Mean));
-    assert!(m.contains("modules.json"), "{m}");
+    let m = message(options().with_pooling(Pooling::Pooler));
+    assert!(m.contains("pooling `pooler`") && m.contains("takes `cls` or `mean`"), "{m}");
     let m = message(options().with_truncate_dim(25));
     assert!(m.contains("truncate_dim 25") && m.contains("24"), "{m}");
     // A prompt name needs a folder with prompts.

@@ -97,6 +97,44 @@ fn rerank_follows_a_cross_encoder_folders_transformer_module() {
 }
 
 #[test]
+fn the_pooling_flag_overrides_a_sentence_transformers_folders_pooling_as_in_tei() {
+    // The mean-pooled folder under --pooling cls gives what sentence-transformers gives with a CLS Pooling
+    // module over the same transformer (the committed reference).
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}/expected.json", st_model("old_mean"))).unwrap(),
+    )
+    .unwrap();
+    let cls = expected["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| {
+            v["pooling_config"]["pooling_mode"] == "cls" && v["pooling_config"]["include_prompt"] == true
+        })
+        .unwrap();
+    let server = Server::start(&st_model("old_mean"), &["--pooling", "cls"]);
+    // TEI refuses an empty input; the long one is cut at the folder's 24 tokens, as truncate asks.
+    let (texts, want): (Vec<&str>, Vec<Vec<f32>>) = expected["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .zip(vectors(&cls["embeddings"]))
+        .filter(|(t, _)| !t.is_empty())
+        .unzip();
+    let got = vectors(&server.ok("/embed", json!({"inputs": texts, "normalize": false, "truncate": true})));
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let diff = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(diff <= 1e-4, "text {i}: max abs diff {diff:e}");
+    }
+    let (status, info) = server.get("/info");
+    assert_eq!(status, 200, "{info}");
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["model_type"]["embedding"]["pooling"], "cls", "{info}");
+}
+
+#[test]
 fn similarity_embed_all_and_prompts_answer_as_the_library() {
     let server = Server::start(&model("sim"), &[]);
     let encoder =
