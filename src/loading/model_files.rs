@@ -163,6 +163,20 @@ impl ModelFiles {
         }
         parse_json(&self.read(name)?, &self.path(name)).map(Some)
     }
+
+    /// [`ModelFiles::read_json_if_exists`] of a settings file, which must hold a JSON object (its
+    /// fields are settings by name); anything else is an error naming the file.
+    pub(crate) fn read_json_object_if_exists(&self, name: &str) -> Result<Option<Value>> {
+        let config = self.read_json_if_exists(name)?;
+        match &config {
+            Some(value) if !value.is_object() => Err(Error::Config {
+                path: Some(self.path(name)),
+                field: String::new(),
+                message: format!("expected a JSON object, found {value}"),
+            }),
+            _ => Ok(config),
+        }
+    }
 }
 
 fn not_among(path: PathBuf) -> Error {

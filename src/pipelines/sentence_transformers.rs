@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;
+use crate::loading::json::optional_bool;
 use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::Truncation;
 use crate::model::layers::Linear;
@@ -162,15 +163,14 @@ impl ModuleList {
 impl SentenceTransformers {
     /// The folder's modules, or `None` when it has no `modules.json`. Dense weights are loaded
     /// in f32 on `device`; `hidden_size` is what the Transformer module gives the pooling.
-    /// `pooling`, when given, replaces the Pooling module's modes, as TEI's `--pooling` overrides
+    /// `pooling_override`, when given, replaces the Pooling module's modes, as TEI's `--pooling` overrides
     /// `1_Pooling/config.json`; the modules after it then read vectors of that pooling's size.
     pub fn read(
         files: &ModelFiles,
         hidden_size: usize,
         device: &Device,
-        pooling: Option<crate::pipelines::options::Pooling>,
+        pooling_override: Option<crate::pipelines::options::Pooling>,
     ) -> Result<Option<Self>> {
-        let overridden = pooling;
         let Some(ModuleList { transformer, after, path: modules_path }) =
             ModuleList::read(files, Task::FeatureExtraction)?
         else {
@@ -202,7 +202,7 @@ impl SentenceTransformers {
                 ))
             }
         };
-        if let Some(chosen) = overridden {
+        if let Some(chosen) = pooling_override {
             pooling.modes = vec![match chosen {
                 crate::pipelines::options::Pooling::Cls => Mode::Cls,
                 crate::pipelines::options::Pooling::Mean => Mode::Mean,
@@ -237,14 +237,10 @@ impl SentenceTransformers {
         }
 
         let config_path = files.path("config_sentence_transformers.json");
-        let config = read_object(files, "config_sentence_transformers.json")?.unwrap_or(Value::Null);
+        let config =
+            files.read_json_object_if_exists("config_sentence_transformers.json")?.unwrap_or(Value::Null);
         let (prompts, default_prompt_name) = read_prompts(&config, &config_path)?;
-        let truncate_dim = match config.get("truncate_dim") {
-            None | Some(Value::Null) => None,
-            Some(value) => Some(value.as_u64().filter(|&n| n > 0).ok_or_else(|| {
-                config_error(&config_path, "truncate_dim", format!("{value} is not a positive integer"))
-            })? as usize),
-        };
+        let truncate_dim = positive(&config, &config_path, "truncate_dim")?;
         Ok(Some(Self {
             transformer,
             pooling,
@@ -356,7 +352,8 @@ impl SparseFolder {
         // SparseEncoder puts no prompt before texts: a folder whose default prompt is not empty
         // would be encoded otherwise than sentence-transformers encodes it.
         let config_path = files.path("config_sentence_transformers.json");
-        let config = read_object(files, "config_sentence_transformers.json")?.unwrap_or(Value::Null);
+        let config =
+            files.read_json_object_if_exists("config_sentence_transformers.json")?.unwrap_or(Value::Null);
         let (prompts, default_prompt_name) = read_prompts(&config, &config_path)?;
         if let Some(name) = default_prompt_name.filter(|name| !prompts[name].is_empty()) {
             return Err(Error::Unsupported(format!(
@@ -373,7 +370,7 @@ impl SparseFolder {
 /// log1p_relu), sentence-transformers' defaults (max, relu) where absent, as where the file is.
 fn read_splade_pooling(module: &ModelFiles) -> Result<SpladePooling> {
     let path = module.path("config.json");
-    let config = read_object(module, "config.json")?.unwrap_or(Value::Null);
+    let config = module.read_json_object_if_exists("config.json")?.unwrap_or(Value::Null);
     let choice = |field: &str, choices: &[&str]| -> Result<Option<usize>> {
         match config.get(field) {
             None => Ok(None),
@@ -412,24 +409,21 @@ fn names(prompts: &BTreeMap<String, String>) -> String {
     }
 }
 
-/// A module's JSON config file, which must hold an object, as sentence-transformers passes its
-/// fields to the module's constructor; `None` when the folder lacks it.
-fn read_object(files: &ModelFiles, name: &str) -> Result<Option<Value>> {
-    let config = files.read_json_if_exists(name)?;
-    match &config {
-        Some(value) if !value.is_object() => {
-            Err(config_error(&files.path(name), "", format!("expected a JSON object, found {value}")))
-        }
-        _ => Ok(config),
-    }
-}
-
 /// A boolean field of a module's config: `default` when absent or null.
 fn flag(config: &Value, path: &Path, field: &str, default: bool) -> Result<bool> {
+    Ok(optional_bool(config, field, path)?.unwrap_or(default))
+}
+
+/// A count of a config (max_seq_length, truncate_dim): `None` when absent or null, an error for
+/// anything but a positive integer.
+fn positive(config: &Value, path: &Path, field: &str) -> Result<Option<usize>> {
     match config.get(field) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(config_error(path, field, format!("{other} is not a boolean"))),
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .filter(|&n| n > 0)
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| config_error(path, field, format!("{value} is not a positive integer"))),
     }
 }
 
@@ -527,14 +521,9 @@ impl TransformerConfig {
             ["sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"]
         {
             let path = files.path(name);
-            let Some(config) = read_object(files, name)? else { continue };
+            let Some(config) = files.read_json_object_if_exists(name)? else { continue };
             task.check(&config, &path)?;
-            let max_seq_length = match config.get("max_seq_length") {
-                None | Some(Value::Null) => None,
-                Some(value) => Some(value.as_u64().filter(|&n| n > 0).ok_or_else(|| {
-                    config_error(&path, "max_seq_length", format!("{value} is not a positive integer"))
-                })? as usize),
-            };
+            let max_seq_length = positive(&config, &path, "max_seq_length")?;
             let do_lower_case = flag(&config, &path, "do_lower_case", false)?;
             return Ok(Self { max_seq_length, do_lower_case });
         }
@@ -591,7 +580,8 @@ pub(super) struct Pooling {
 impl Pooling {
     fn read(module: &ModelFiles, hidden_size: usize) -> Result<Self> {
         let path = &module.path("config.json");
-        let config = read_object(module, "config.json")?
+        let config = module
+            .read_json_object_if_exists("config.json")?
             .ok_or_else(|| config_error(path, "", "missing: the Pooling module's config"))?;
         let mode_error = |field: &str, value: &Value| {
             let known: Vec<&str> = Mode::NAMES.iter().map(|(n, _, _)| *n).collect();
@@ -709,7 +699,8 @@ enum Residual {
 impl Dense {
     fn read(module: &ModelFiles, in_dim: usize, device: &Device) -> Result<Self> {
         let path = module.path("config.json");
-        let config = read_object(module, "config.json")?
+        let config = module
+            .read_json_object_if_exists("config.json")?
             .ok_or_else(|| config_error(&path, "", "missing: the Dense module's config"))?;
         let size = |field: &str| {
             config

@@ -14,7 +14,7 @@ use roformer::{Checkpoint, Config, RoFormerModel, Tokenizer};
 
 use crate::app::glue::{Column, Columns};
 use crate::app::tsv;
-use crate::support::{fixture, model_fixture};
+use crate::support::{fixture, model_fixture, Scratch};
 
 /// Runs `property` on `strategy` for PROPTEST_CASES cases (64 by default), failing with the
 /// smallest input proptest finds if it errs or panics, and reports on stderr how many cases ran
@@ -451,36 +451,32 @@ enum StLoader {
 /// one output per input.
 #[test]
 fn fuzz_sentence_transformers_folder() {
-    let mut folders: Vec<(StLoader, PathBuf)> = [
+    let mut folders: Vec<(StLoader, Scratch)> = [
         ("st6_cls_dense", StLoader::Sentence),
         ("old_mean", StLoader::Sentence),
         ("cross_encoder", StLoader::Rerank),
     ]
     .into_iter()
     .map(|(name, loader)| {
-        let dir = scratch(&format!("st-{name}"));
-        copy_tree(&fixture("sentence_transformers").join(name), &dir);
-        (loader, dir)
+        (loader, Scratch::copy_of(&fixture("sentence_transformers").join(name), &format!("fuzz-st-{name}")))
     })
     .collect();
     // The masked-LM fixture with the files of a SparseEncoder folder (sum pooling).
-    let sparse = scratch("st-sparse");
-    copy_tree(&fixture("pipelines/mlm"), &sparse);
+    let sparse = Scratch::copy_of(&fixture("pipelines/mlm"), "fuzz-st-sparse");
     let splade: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("pipelines/mlm/splade_st.json")).unwrap())
             .unwrap();
     for (name, value) in splade["variants"][1]["files"].as_object().unwrap() {
-        let file = sparse.join(name);
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(file, value.to_string()).unwrap();
+        sparse.write_json(name, value);
     }
     folders.push((StLoader::Sparse, sparse));
     // Each folder's JSON files (the references left out) and their text, restored after each case.
     let files: Vec<Vec<(String, String)>> = folders
         .iter()
         .map(|(_, root)| {
+            let root = root.path();
             let mut files = Vec::new();
-            let mut pending = vec![root.clone()];
+            let mut pending = vec![root.to_path_buf()];
             while let Some(dir) = pending.pop() {
                 for entry in std::fs::read_dir(dir).unwrap().flatten() {
                     let path = entry.path();
@@ -508,6 +504,7 @@ fn fuzz_sentence_transformers_folder() {
     let inputs = (0..folders.len(), any::<prop::sample::Index>(), edit);
     fuzz("sentence-transformers folder", inputs, |(folder, file, edit)| {
         let (loader, dir) = &folders[folder];
+        let dir = dir.path();
         let (file, text) = file.get(&files[folder]);
         let target = dir.join(file);
         match edit {
@@ -561,16 +558,4 @@ fn fuzz_sentence_transformers_folder() {
         std::fs::write(&target, text).unwrap();
         loaded.is_ok()
     });
-}
-
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }

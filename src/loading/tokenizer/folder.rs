@@ -15,6 +15,7 @@ use tokenizers::{AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, Pr
 use super::jieba::{is_cjk, JiebaPreTokenizer, PreTok};
 use super::{Inner, Tokenizer, TokenizerKind, TokenizerOptions};
 use crate::error::{Error, Result};
+use crate::loading::json::optional_bool;
 use crate::loading::model_files::ModelFiles;
 
 impl Tokenizer {
@@ -26,14 +27,7 @@ impl Tokenizer {
 
     /// Loads the tokenizer of a model folder on disk or in memory, as [`Tokenizer::from_dir`].
     pub fn from_files(files: &ModelFiles) -> Result<Self> {
-        let tokenizer_config = files.read_json_if_exists("tokenizer_config.json")?;
-        if let Some(value) = tokenizer_config.as_ref().filter(|c| !c.is_object()) {
-            return Err(Error::Config {
-                path: Some(files.path("tokenizer_config.json")),
-                field: String::new(),
-                message: format!("expected a JSON object, found {value}"),
-            });
-        }
+        let tokenizer_config = files.read_json_object_if_exists("tokenizer_config.json")?;
         let model_config = files.read_json_if_exists("config.json")?;
         let vocab_path = files.path("vocab.txt");
         let vocab = if files.contains("vocab.txt") {
@@ -254,28 +248,15 @@ fn token_field(config: &Value, key: &str) -> Option<String> {
     }
 }
 
-/// A boolean setting of tokenizer_config.json: `None` when absent or null. transformers would
-/// take any other value by its truth, which `0` or `"false"` would turn upside down: refused.
-fn bool_field(c: &Value, field: &str, path: &Path) -> Result<Option<bool>> {
-    match c.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(Error::Config {
-            path: Some(path.to_path_buf()),
-            field: field.into(),
-            message: format!("{other} is not a boolean"),
-        }),
-    }
-}
-
 fn apply_tokenizer_config(options: &mut TokenizerOptions, c: &Value, path: &Path) -> Result<()> {
-    if let Some(b) = bool_field(c, "do_lower_case", path)? {
+    // transformers takes any value by its truth, which `0` or `"false"` would turn upside down.
+    if let Some(b) = optional_bool(c, "do_lower_case", path)? {
         options.do_lower_case = b;
     }
-    if let Some(b) = bool_field(c, "strip_accents", path)? {
+    if let Some(b) = optional_bool(c, "strip_accents", path)? {
         options.strip_accents = Some(b);
     }
-    if let Some(b) = bool_field(c, "tokenize_chinese_chars", path)? {
+    if let Some(b) = optional_bool(c, "tokenize_chinese_chars", path)? {
         options.tokenize_chinese_chars = b;
     }
     let s = &mut options.special;
