@@ -11,8 +11,8 @@
 # What it cannot run: the `amx` level. Bochs 3.0 enumerates AMX without XFD, which Linux needs before it grants the
 # tile data, and with XSAVES (the compacted format AMX state needs in Linux) the guest kernel stalls at boot
 # in a storm of page faults, so the kernel is told to ignore AMX and XSAVES (`clearcpuid`), and the tests then
-# print that `amx` did not run. The other `clearcpuid` features are ones neither the crate nor the tests use; clearing them keeps the boot
-# to the paths known to work in Bochs. `tigerlake` (AVX-512 VNNI without BF16 or AVX-VNNI) checks the levels below.
+# print that `amx` did not run. The other `clearcpuid` features are ones neither the crate nor the tests use;
+# clearing them keeps the boot to the paths known to work in Bochs. `tigerlake` (AVX-512 VNNI without BF16 or AVX-VNNI) checks the levels below.
 #
 # Needs: apt (bochs's build dependencies: g++, make; isolinux, syslinux-common, xorriso, busybox-static, cpio) and
 # deb.debian.org for Bochs's source and the kernel package. About 15 minutes on 2 cores the first time (Bochs and a
@@ -37,7 +37,7 @@ mkdir -p "$WORK"
 say() { echo "check_avx512_bochs: $*"; }
 
 need=()
-for tool in g++ make xorriso cpio busybox; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in g++ make xorriso cpio busybox curl xz; do command -v "$tool" >/dev/null || need+=("$tool"); done
 [[ -f /usr/lib/ISOLINUX/isolinux.bin ]] || need+=(isolinux)
 if [[ ${#need[@]} -gt 0 ]]; then
     say "installing isolinux, syslinux-common, xorriso, busybox-static, cpio, g++, make"
@@ -72,7 +72,7 @@ vgarom=$WORK/bios/usr/share/vgabios/vgabios.bin
 
 # 2. A kernel: bookworm's cloud image (few drivers to probe under emulation).
 if ! ls "$WORK"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
-    pkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image/{print $2; exit}')
+    pkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image/ && !p {print $2; p=1}')
     say "kernel: $pkg"
     (cd "$WORK" && rm -f linux-image-*.deb && apt-get download "$pkg" >/dev/null 2>&1)
     dpkg-deb -x "$WORK"/linux-image-*.deb "$WORK/kernel"
@@ -82,7 +82,7 @@ fi
 say "building the static unit-test binary (target/bochs)"
 binary=$(RUSTFLAGS="-C target-feature=+crt-static" cargo test --release --lib -p roformer \
     --target x86_64-unknown-linux-gnu --target-dir "$WORK" --no-run 2>&1 |
-    sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))/\1/p' | tail -1)
+    sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))/\1/p' | tail -1 || true)
 [[ -n $binary ]] || { say "the test build failed"; exit 1; }
 [[ $binary == /* ]] || binary=$ROOT/$binary
 
