@@ -22,14 +22,26 @@ pub(crate) const WEIGHT_FILES: [&str; 4] = [SAFETENSORS, SAFETENSORS_INDEX, PYTO
 
 /// Tokenizer and config files a folder may hold beside `config.json` and the weights,
 /// sentence-transformers' included.
-pub(crate) const OPTIONAL_FILES: [&str; 7] = [
+pub(crate) const OPTIONAL_FILES: [&str; 6] = [
     "tokenizer_config.json",
     "vocab.txt",
     "tokenizer.json",
     "special_tokens_map.json",
     "modules.json",
-    "sentence_bert_config.json",
     "config_sentence_transformers.json",
+];
+
+/// The names of a sentence-transformers folder's Transformer module settings, in the order
+/// sentence-transformers tries them: the first present is read. Releases before the Transformer
+/// module named the file after the architecture, and today's still read those names.
+pub(crate) const TRANSFORMER_CONFIG_FILES: [&str; 7] = [
+    "sentence_bert_config.json",
+    "sentence_roberta_config.json",
+    "sentence_distilbert_config.json",
+    "sentence_camembert_config.json",
+    "sentence_albert_config.json",
+    "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json",
 ];
 
 /// The files of a sentence-transformers module in its subfolder (a Pooling's config, a Dense's

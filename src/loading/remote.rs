@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::loading::layout::{
-    is_shard_index, module_folders, shard_names, MODULE_FILES, OPTIONAL_FILES, WEIGHT_FILES,
+    is_shard_index, module_folders, shard_names, MODULE_FILES, OPTIONAL_FILES, TRANSFORMER_CONFIG_FILES,
+    WEIGHT_FILES,
 };
 use crate::loading::model_files::{FileBytes, ModelFiles};
 
@@ -18,7 +19,9 @@ impl ModelFiles {
     ///
     /// It asks for `config.json`, then the weights (the first of `model.safetensors`, its shard
     /// index with every shard, `pytorch_model.bin` and its index), then the tokenizer and
-    /// sentence-transformers files, and the files of each module `modules.json` names.
+    /// sentence-transformers files and, where there is a `modules.json`, the Transformer module's
+    /// settings (the first of `sentence_bert_config.json` and the older names) and the files of
+    /// each module it names.
     ///
     /// ```
     /// # #[cfg(feature = "bundled-sst2")]
@@ -87,20 +90,28 @@ impl ModelFiles {
                 .ok_or_else(|| missing(&shard, "listed in the shard index but not found"))?;
             files.push((shard, bytes));
         }
-        let mut modules = Vec::new();
+        let mut modules = None;
         for file in OPTIONAL_FILES {
             if let Some(bytes) = fetch(file.into()).await? {
                 if file == "modules.json" {
-                    modules = module_folders(&contents(&bytes, file)?, &root.join(file))?;
+                    modules = Some(module_folders(&contents(&bytes, file)?, &root.join(file))?);
                 }
                 files.push((file.into(), bytes));
             }
         }
-        for module in modules {
-            for file in MODULE_FILES {
-                let path = format!("{module}/{file}");
-                if let Some(bytes) = fetch(path.clone()).await? {
-                    files.push((path, bytes));
+        if let Some(modules) = modules {
+            for file in TRANSFORMER_CONFIG_FILES {
+                if let Some(bytes) = fetch(file.into()).await? {
+                    files.push((file.into(), bytes));
+                    break;
+                }
+            }
+            for module in modules {
+                for file in MODULE_FILES {
+                    let path = format!("{module}/{file}");
+                    if let Some(bytes) = fetch(path.clone()).await? {
+                        files.push((path, bytes));
+                    }
                 }
             }
         }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::loading::checkpoint::Checkpoint;
 use crate::loading::json::optional_bool;
+use crate::loading::layout::TRANSFORMER_CONFIG_FILES;
 use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::Truncation;
 use crate::model::layers::Linear;
@@ -517,9 +518,7 @@ impl Task {
 
 impl TransformerConfig {
     fn read(files: &ModelFiles, task: Task) -> Result<Self> {
-        for name in
-            ["sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"]
-        {
+        for name in TRANSFORMER_CONFIG_FILES {
             let path = files.path(name);
             let Some(config) = files.read_json_object_if_exists(name)? else { continue };
             task.check(&config, &path)?;

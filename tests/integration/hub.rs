@@ -661,6 +661,65 @@ fn a_sentence_transformers_repo_brings_its_modules() {
 }
 
 #[test]
+fn a_sentence_transformers_repo_brings_its_transformer_settings_under_an_older_name() {
+    // The first of the names sentence-transformers reads is fetched, and a repo without modules.json is not
+    // asked for any of them.
+    let scratch = crate::support::Scratch::copy_of(
+        &crate::support::fixture("sentence_transformers/old_mean"),
+        "hub-st",
+    );
+    let legacy = "sentence_xlm-roberta_config.json";
+    std::fs::rename(scratch.path().join("sentence_bert_config.json"), scratch.path().join(legacy)).unwrap();
+    let mut hub = Hub::default();
+    hub.repos.insert(("test-org/old-st".into(), "main".into()), scratch.path().to_path_buf());
+    hub.repos.insert(("test-org/tiny-cls".into(), "main".into()), pipeline("cls"));
+    let server = FakeHub::start(hub);
+    let cache = cache("old-st");
+    let remote = SentenceEncoder::from_pretrained_with("test-org/old-st", server.options(&cache)).unwrap();
+    assert!(remote.path().join(legacy).is_file());
+    assert_eq!(remote.max_length(), 24);
+    let local = SentenceEncoder::from_pretrained(scratch.path()).unwrap();
+    let texts = ["a great film", "the movie was terrible and boring"];
+    assert_eq!(local.encode(&texts).unwrap(), remote.encode(&texts).unwrap());
+    let asked = |name: &str| server.log().iter().filter(|r| r.path.ends_with(name)).count();
+    assert_eq!(asked("sentence_bert_config.json"), 1);
+    assert_eq!(asked("sentence_xlnet_config.json"), 0, "past the one found");
+
+    // ModelFiles::from_fetch (the browser's loader) asks for the same files in the same order.
+    let hub_asked: Vec<String> = server
+        .log()
+        .iter()
+        .filter(|r| !r.cdn && r.method == "HEAD")
+        .filter_map(|r| r.path.split_once("/resolve/").and_then(|(_, p)| p.split_once('/')))
+        .map(|(_, file)| file.to_string())
+        .collect();
+    let mut fetched = Vec::new();
+    let files = {
+        let fetch = |name: String| {
+            let path = scratch.path().join(&name);
+            fetched.push(name);
+            std::future::ready(Ok(path.is_file().then(|| std::fs::read(&path).unwrap())))
+        };
+        let mut load = std::pin::pin!(roformer::ModelFiles::from_fetch("old-st", fetch));
+        let waker = std::task::Waker::noop();
+        match std::future::Future::poll(load.as_mut(), &mut std::task::Context::from_waker(waker)) {
+            std::task::Poll::Ready(files) => files.unwrap(),
+            std::task::Poll::Pending => panic!("every fetch was ready"),
+        }
+    };
+    let in_memory = SentenceEncoder::from_files(&files, PipelineOptions::default()).unwrap();
+    assert_eq!(fetched, hub_asked);
+    assert_eq!(in_memory.max_length(), 24);
+    assert_eq!(in_memory.encode(&texts).unwrap(), remote.encode(&texts).unwrap());
+
+    server.clear_log();
+    TextClassifier::from_pretrained_with("test-org/tiny-cls", server.options(&cache)).unwrap();
+    let log = server.log();
+    assert!(!log.iter().any(|r| r.path.contains("/sentence_")), "{log:?}");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
 fn nothing_a_repo_or_server_says_writes_outside_the_cache() {
     let sharded =
         crate::support::Scratch::copy_of(&crate::support::model_fixture("base_sharded"), "hub-escape");

@@ -95,6 +95,35 @@ fn an_older_folder_is_encoded_with_its_max_seq_length_and_without_normalize() {
 }
 
 #[test]
+fn the_transformer_settings_are_read_under_every_name_sentence_transformers_reads() {
+    // Releases before the Transformer module named sentence_bert_config.json after the architecture, and
+    // sentence-transformers 6 still tries those names in this order: the old_mean folder under each of them
+    // is encoded at its max_seq_length of 24, as its reference was.
+    let want = expected("old_mean");
+    let texts = texts(&want);
+    for name in [
+        "sentence_roberta_config.json",
+        "sentence_distilbert_config.json",
+        "sentence_camembert_config.json",
+        "sentence_albert_config.json",
+        "sentence_xlm-roberta_config.json",
+        "sentence_xlnet_config.json",
+    ] {
+        let scratch = Scratch::copy_of(&folder("old_mean"), "st-config-name");
+        std::fs::rename(scratch.path().join("sentence_bert_config.json"), scratch.path().join(name)).unwrap();
+        let encoder = SentenceEncoder::from_pretrained_with(scratch.path(), options()).unwrap();
+        assert_eq!(encoder.max_length(), 24, "{name}");
+        assert_rows(name, &encoder.encode(&texts).unwrap(), &want["default"]);
+    }
+    // With two of them, sentence-transformers 6.2 takes sentence_bert_config.json (checked: 24 over 12).
+    let scratch = Scratch::copy_of(&folder("old_mean"), "st-config-names");
+    scratch
+        .write_json("sentence_roberta_config.json", &json!({"max_seq_length": 12, "do_lower_case": false}));
+    let encoder = SentenceEncoder::from_pretrained_with(scratch.path(), options()).unwrap();
+    assert_eq!(encoder.max_length(), 24);
+}
+
+#[test]
 fn every_pooling_mode_and_include_prompt_as_sentence_transformers() {
     let want = expected("old_mean");
     let texts = texts(&want);

@@ -10,7 +10,8 @@ use super::options::{DownloadProgress, HubOptions};
 use crate::error::{Error, HubErrorKind, Result};
 use crate::loading::layout::{
     is_shard_index, module_folders, shard_names, validate_component, validate_relative, validate_repo_id,
-    MODULE_FILES, OPTIONAL_FILES, PYTORCH, PYTORCH_INDEX, SAFETENSORS, SAFETENSORS_INDEX, WEIGHT_FILES,
+    MODULE_FILES, OPTIONAL_FILES, PYTORCH, PYTORCH_INDEX, SAFETENSORS, SAFETENSORS_INDEX,
+    TRANSFORMER_CONFIG_FILES, WEIGHT_FILES,
 };
 
 /// One revision of one model repo, and its folder in the cache.
@@ -121,6 +122,11 @@ impl<'a> Repo<'a> {
             }
         }
         if let Some(modules) = modules {
+            for file in TRANSFORMER_CONFIG_FILES {
+                if self.fetch(&client, Some(commit), file)?.is_some() {
+                    break;
+                }
+            }
             for sub in module_folders(&read(&modules.path)?, &modules.path)? {
                 for file in MODULE_FILES {
                     self.fetch(&client, Some(commit), &format!("{sub}/{file}"))?;
