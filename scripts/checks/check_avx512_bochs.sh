@@ -48,7 +48,8 @@ BOCHS=$WORK/bochs-src/bochs
 EVEX_OPCODES=$WORK/bochs-src/cpu/decoder/ia_opcodes_evex.def
 dpbf16ps_fixed() { grep -q 'BX_IA_EVEX_VDPBF16PS_VpsHdqWdq_Kmask.*OP_Hdq, OP_mVdq,' "$EVEX_OPCODES"; }
 if [[ ! -x $BOCHS ]] || ! dpbf16ps_fixed; then
-    if [[ ! -f $EVEX_OPCODES ]]; then
+    # configure writes the Makefile last: a tree without one (a download or configure cut short) starts over.
+    if [[ ! -f $WORK/bochs-src/Makefile ]]; then
         curl -fsS -o "$WORK/Sources.xz" http://deb.debian.org/debian/dists/trixie/main/source/Sources.xz
         orig=$(xz -dc "$WORK/Sources.xz" |
             awk '/^Package: bochs$/{p=1} p&&/^$/{p=0} p&&/orig.tar.xz$/{f=$3} END{print f}')

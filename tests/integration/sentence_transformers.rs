@@ -115,7 +115,8 @@ fn the_transformer_settings_are_read_under_every_name_sentence_transformers_read
         assert_eq!(encoder.max_length(), 24, "{name}");
         assert_rows(name, &encoder.encode(&texts).unwrap(), &want["default"]);
     }
-    // With two of them, sentence-transformers 6.2 takes sentence_bert_config.json (checked: 24 over 12).
+    // With two of them, sentence_bert_config.json is read (sentence-transformers 6.2, given it at 12 beside
+    // sentence_xlm-roberta_config.json at 24, took 12).
     let scratch = Scratch::copy_of(&folder("old_mean"), "st-config-names");
     scratch
         .write_json("sentence_roberta_config.json", &json!({"max_seq_length": 12, "do_lower_case": false}));
