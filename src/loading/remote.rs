@@ -1,15 +1,12 @@
 //! A model folder fetched file by file through the caller's own asynchronous fetch (a browser's
-//! `fetch`, say), asking for the same files, in the same order, as the Hub client
-//! (`crate::loading::hub`) downloads.
+//! `fetch`, say), asking for the files `file_plan` names, as the Hub client
+//! (`crate::loading::hub`) does.
 
 use std::future::Future;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::loading::layout::{
-    is_shard_index, module_folders, shard_names, MODULE_FILES, OPTIONAL_FILES, TRANSFORMER_CONFIG_FILES,
-    WEIGHT_FILES,
-};
+use crate::loading::file_plan::FilePlan;
 use crate::loading::model_files::{FileBytes, ModelFiles};
 
 impl ModelFiles {
@@ -68,53 +65,76 @@ impl ModelFiles {
         };
         let config = fetch("config.json".into()).await?.ok_or_else(|| missing("config.json", "not found"))?;
         files.push(("config.json".into(), config));
-        let mut weights = None;
-        for file in WEIGHT_FILES {
-            if let Some(bytes) = fetch(file.into()).await? {
-                weights = Some((file, bytes));
-                break;
-            }
-        }
-        let (file, bytes) = weights.ok_or_else(|| {
-            missing(WEIGHT_FILES[0], "no model.safetensors, shard index, pytorch_model.bin or its index")
-        })?;
-        let shards = if is_shard_index(file) {
-            shard_names(&contents(&bytes, file)?, &root.join(file))?
-        } else {
-            Vec::new()
-        };
-        files.push((file.into(), bytes));
-        for shard in shards {
-            let bytes = fetch(shard.clone())
-                .await?
-                .ok_or_else(|| missing(&shard, "listed in the shard index but not found"))?;
-            files.push((shard, bytes));
-        }
-        let mut modules = None;
-        for file in OPTIONAL_FILES {
-            if let Some(bytes) = fetch(file.into()).await? {
-                if file == "modules.json" {
-                    modules = Some(module_folders(&contents(&bytes, file)?, &root.join(file))?);
+        let mut plan = FilePlan::new();
+        while let Some(ask) = plan.next() {
+            let file = ask.file().to_string();
+            let Some(bytes) = fetch(file.clone()).await? else {
+                match plan.missing(&ask) {
+                    Some(gap) => return Err(missing(gap.file(), &gap.to_string())),
+                    None => continue,
                 }
-                files.push((file.into(), bytes));
-            }
-        }
-        if let Some(modules) = modules {
-            for file in TRANSFORMER_CONFIG_FILES {
-                if let Some(bytes) = fetch(file.into()).await? {
-                    files.push((file.into(), bytes));
-                    break;
-                }
-            }
-            for module in modules {
-                for file in MODULE_FILES {
-                    let path = format!("{module}/{file}");
-                    if let Some(bytes) = fetch(path.clone()).await? {
-                        files.push((path, bytes));
-                    }
-                }
-            }
+            };
+            plan.found(&ask, &root.join(&file), || contents(&bytes, &file))?;
+            files.push((file, bytes));
         }
         ModelFiles::from_memory(root, files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// `from_fetch` over a server holding `folder`, whose every answer is ready at once.
+    fn load(folder: &[(&str, &str)]) -> Result<ModelFiles> {
+        let folder: BTreeMap<String, Vec<u8>> =
+            folder.iter().map(|(name, body)| (name.to_string(), body.as_bytes().to_vec())).collect();
+        let fetch = |name: String| std::future::ready(Ok(folder.get(&name).cloned()));
+        let mut load = std::pin::pin!(ModelFiles::from_fetch("remote", fetch));
+        match load.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(files) => files,
+            Poll::Pending => panic!("every fetch was ready"),
+        }
+    }
+
+    #[test]
+    fn a_folder_the_server_lacks_a_needed_file_of_is_an_error_naming_it() {
+        let index = r#"{"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}"#;
+        let cases: [(&[(&str, &str)], &str); 3] = [
+            (&[("model.safetensors", "")], "remote/config.json: not found"),
+            (
+                &[("config.json", "{}"), ("vocab.txt", "")],
+                "remote/model.safetensors: no model.safetensors, shard index, pytorch_model.bin or its index",
+            ),
+            (
+                &[
+                    ("config.json", "{}"),
+                    ("model.safetensors.index.json", index),
+                    ("model-1.safetensors", ""),
+                ],
+                "remote/model-2.safetensors: listed in model.safetensors.index.json but not found",
+            ),
+        ];
+        for (folder, expected) in cases {
+            let err = load(folder).expect_err("an incomplete folder");
+            // The path is the error's, what is wrong its source's (the I/O error a fetch would give).
+            let said = format!(
+                "{err}: {}",
+                std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default()
+            );
+            assert_eq!(said, expected);
+        }
+        let files = load(&[
+            ("config.json", "{}"),
+            ("model.safetensors.index.json", index),
+            ("model-1.safetensors", ""),
+            ("model-2.safetensors", ""),
+        ])
+        .unwrap();
+        assert!(files.contains("model-2.safetensors"));
     }
 }

@@ -1,6 +1,6 @@
 //! The Hugging Face cache layout (`models--{org}--{name}/{blobs,snapshots,refs}`, `.no_exist`,
-//! `.locks`) and one repo revision in it: what the cache already holds, which files a download
-//! fetches, and the typed errors failed requests become.
+//! `.locks`) and one repo revision in it: what the cache already holds, the download (of the files
+//! `file_plan` names), and the typed errors failed requests become.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use super::http::{Client, Failure, ATTEMPTS, FIRST_BACKOFF};
 use super::options::{DownloadProgress, HubOptions};
 use crate::error::{Error, HubErrorKind, Result};
+use crate::loading::file_plan::{FilePlan, Missing};
 use crate::loading::layout::{
-    is_shard_index, module_folders, shard_names, validate_component, validate_relative, validate_repo_id,
-    MODULE_FILES, OPTIONAL_FILES, PYTORCH, PYTORCH_INDEX, SAFETENSORS, SAFETENSORS_INDEX,
-    TRANSFORMER_CONFIG_FILES, WEIGHT_FILES,
+    shard_names, validate_component, validate_relative, validate_repo_id, PYTORCH, PYTORCH_INDEX,
+    SAFETENSORS, SAFETENSORS_INDEX,
 };
 
 /// One revision of one model repo, and its folder in the cache.
@@ -91,47 +91,27 @@ impl<'a> Repo<'a> {
             .fetch(&client, None, "config.json")?
             .ok_or_else(|| self.not_found("config.json", "not found in this revision"))?;
         let commit = config.commit.as_str();
-        let mut found_weights = false;
-        for file in WEIGHT_FILES {
-            if let Some(weights) = self.fetch(&client, Some(commit), file)? {
-                if is_shard_index(file) {
-                    for shard in shard_names(&read(&weights.path)?, &weights.path)? {
-                        self.fetch(&client, Some(commit), &shard)?.ok_or_else(|| {
-                            self.not_found(&shard, &format!("listed in {file} but not found"))
-                        })?;
+        let mut plan = FilePlan::new();
+        while let Some(ask) = plan.next() {
+            let file = ask.file();
+            let Some(cached) = self.fetch(&client, Some(commit), file)? else {
+                match plan.missing(&ask) {
+                    Some(gap @ Missing::Weights) => {
+                        return Err(self.error(
+                            gap.file(),
+                            HubErrorKind::EntryNotFound,
+                            Some(404),
+                            format!(
+                                "{gap} in this revision (junnyu's checkpoints keep safetensors on branches \
+                                 such as refs/pr/1)"
+                            ),
+                        ))
                     }
+                    Some(gap) => return Err(self.not_found(gap.file(), &gap.to_string())),
+                    None => continue,
                 }
-                found_weights = true;
-                break;
-            }
-        }
-        if !found_weights {
-            return Err(self.error(
-                SAFETENSORS,
-                HubErrorKind::EntryNotFound,
-                Some(404),
-                "no model.safetensors, shard index, pytorch_model.bin or its index in this revision \
-                 (junnyu's checkpoints keep safetensors on branches such as refs/pr/1)",
-            ));
-        }
-        let mut modules = None;
-        for file in OPTIONAL_FILES {
-            let cached = self.fetch(&client, Some(commit), file)?;
-            if file == "modules.json" {
-                modules = cached;
-            }
-        }
-        if let Some(modules) = modules {
-            for file in TRANSFORMER_CONFIG_FILES {
-                if self.fetch(&client, Some(commit), file)?.is_some() {
-                    break;
-                }
-            }
-            for sub in module_folders(&read(&modules.path)?, &modules.path)? {
-                for file in MODULE_FILES {
-                    self.fetch(&client, Some(commit), &format!("{sub}/{file}"))?;
-                }
-            }
+            };
+            plan.found(&ask, &cached.path, || read(&cached.path))?;
         }
         Ok(self.folder.join("snapshots").join(commit))
     }
