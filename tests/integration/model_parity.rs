@@ -81,7 +81,10 @@ fn check_base(folder: &str) {
     for precision in precisions() {
         let model: RoFormerModel = load(folder, precision);
         let cases = reference.cases();
-        assert_eq!(cases, ["batch", "beyond_max", "longest", "no_mask", "single_token"]);
+        assert_eq!(
+            cases,
+            ["batch", "beyond_max", "left_padded", "longest", "mask_holes", "no_mask", "single_token"]
+        );
         for case in cases {
             let states = model.forward_hidden_states(inputs(&reference, &case)).unwrap();
             assert_eq!(states.len(), 3);
