@@ -83,9 +83,12 @@ impl Reranker {
         Ok(self.scores(self.predict_raw(pairs)?))
     }
 
-    /// One logit per (query, text) pair, in input order.
+    /// One logit per (query, text) pair, in input order. The pairs are encoded together, as
+    /// CrossEncoder encodes them, so that an empty text still makes a pair (`[CLS] query [SEP]
+    /// [SEP]`), where [`TextClassifier::classify_pairs`] follows transformers' pipeline.
     pub fn predict_raw<Q: AsRef<str>, T: AsRef<str>>(&self, pairs: &[(Q, T)]) -> Result<Vec<f32>> {
-        Ok(first_logits(self.classifier.classify_pairs(pairs)?))
+        let encodings = self.classifier.tokenizer().encode_pair_batch(pairs)?;
+        self.predict_raw_tokenized(&encodings)
     }
 
     /// Every text with its [`Reranker::predict`] score against `query`, highest first; texts of
@@ -109,8 +112,8 @@ impl Reranker {
 /// Entry points for pairs the caller has already tokenized (a server that tokenizes each input
 /// once to validate and count it): the same scores as the text entry points.
 impl Reranker {
-    /// One score per encoded (query, text) pair, in input order, each encoded by
-    /// [`Reranker::tokenizer`] query first (`encode_pair(query, text)`): the scores
+    /// One score per encoded (query, text) pair, in input order, encoded by
+    /// [`Reranker::tokenizer`] query first (`encode_pair_batch`): the scores
     /// [`Reranker::predict`] gives for the pairs as text.
     pub fn predict_tokenized(&self, encodings: &[Encoded]) -> Result<Vec<f32>> {
         Ok(self.scores(self.predict_raw_tokenized(encodings)?))

@@ -131,12 +131,14 @@ impl TextClassifier {
         self.classify_tokenized(&encodings)
     }
 
-    /// One prediction per pair of texts (segments A and B), in input order.
+    /// One prediction per pair of texts (segments A and B), in input order. A pair whose second
+    /// text is empty is classified as its first text alone, as transformers' text-classification
+    /// pipeline does (it tokenizes each input alone, and to Python an empty string is no pair).
     pub fn classify_pairs<A: AsRef<str>, B: AsRef<str>>(
         &self,
         pairs: &[(A, B)],
     ) -> Result<Vec<Classification>> {
-        let encodings = self.pipeline.tokenizer.encode_pair_batch(pairs)?;
+        let encodings = self.pipeline.tokenizer.encode_each_pair(pairs)?;
         self.classify_tokenized(&encodings)
     }
 

@@ -144,6 +144,16 @@ impl Default for TokenizerOptions {
     }
 }
 
+/// What transformers' tokenizer makes of a pair whose second text is empty: the first text alone
+/// when it is given one pair (`tokenizer(first, "")`: to Python an empty string is no pair), and
+/// the pair `[CLS] first [SEP] [SEP]` when it is given lists (`tokenizer([first], [""])`), as the
+/// tokenizers library underneath encodes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum EmptySecond {
+    NoPair,
+    Pair,
+}
+
 type Inner = TokenizerImpl<ModelWrapper, NormalizerWrapper, PreTok, PostProcessorWrapper, DecoderWrapper>;
 
 /// A tokenizer for RoFormer checkpoints: the ids transformers' tokenizer gives (BERT WordPiece,
@@ -348,9 +358,10 @@ impl Tokenizer {
         Ok(self.encode_all(&[text], None)?.remove(0))
     }
 
-    /// Encodes a pair as `[CLS] first [SEP] second [SEP]`.
+    /// Encodes a pair as `[CLS] first [SEP] second [SEP]`; an empty `second` as the text `first`
+    /// alone, as transformers' `tokenizer(first, "")` does.
     pub fn encode_pair(&self, first: &str, second: &str) -> Result<Encoded> {
-        Ok(self.encode_all(&[first], Some(&[second]))?.remove(0))
+        Ok(self.encode_all(&[first], Some((&[second], EmptySecond::NoPair)))?.remove(0))
     }
 
     /// Encodes a batch in parallel, padded as [`Tokenizer::set_padding`] says.
@@ -359,21 +370,44 @@ impl Tokenizer {
         self.encode_all(&texts, None)
     }
 
-    /// Encodes a batch of pairs, padded as [`Tokenizer::set_padding`] says.
+    /// Encodes a batch of pairs, padded as [`Tokenizer::set_padding`] says. A pair with an empty
+    /// second text stays a pair, `[CLS] first [SEP] [SEP]`, as transformers' tokenizer encodes
+    /// lists (`tokenizer(firsts, seconds)`) and sentence-transformers' CrossEncoder its pairs.
     pub fn encode_pair_batch<A: AsRef<str>, B: AsRef<str>>(&self, pairs: &[(A, B)]) -> Result<Vec<Encoded>> {
-        let (firsts, seconds): (Vec<&str>, Vec<&str>) =
-            pairs.iter().map(|(a, b)| (a.as_ref(), b.as_ref())).unzip();
-        self.encode_all(&firsts, Some(&seconds))
+        self.encode_pairs(pairs, EmptySecond::Pair)
     }
 
-    fn encode_all(&self, firsts: &[&str], seconds: Option<&[&str]>) -> Result<Vec<Encoded>> {
+    /// Each pair as [`Tokenizer::encode_pair`] encodes it, in parallel and padded as
+    /// [`Tokenizer::set_padding`] says: what transformers' pipelines get, which tokenize each input
+    /// alone.
+    pub(crate) fn encode_each_pair<A: AsRef<str>, B: AsRef<str>>(
+        &self,
+        pairs: &[(A, B)],
+    ) -> Result<Vec<Encoded>> {
+        self.encode_pairs(pairs, EmptySecond::NoPair)
+    }
+
+    fn encode_pairs<A: AsRef<str>, B: AsRef<str>>(
+        &self,
+        pairs: &[(A, B)],
+        empty: EmptySecond,
+    ) -> Result<Vec<Encoded>> {
+        let (firsts, seconds): (Vec<&str>, Vec<&str>) =
+            pairs.iter().map(|(a, b)| (a.as_ref(), b.as_ref())).unzip();
+        self.encode_all(&firsts, Some((&seconds, empty)))
+    }
+
+    fn encode_all(&self, firsts: &[&str], seconds: Option<(&[&str], EmptySecond)>) -> Result<Vec<Encoded>> {
         Ok(self.encodings(firsts, seconds)?.iter().map(Encoded::from_encoding).collect())
     }
 
     /// Tokenizes every text, then truncates, adds special tokens and pads, in transformers' order.
-    /// A pair whose second text is empty is encoded as a single text, as transformers does. The
-    /// tokenizers library's encodings keep what [`Encoded`] leaves out (special tokens, words).
-    pub(crate) fn encodings(&self, firsts: &[&str], seconds: Option<&[&str]>) -> Result<Vec<Encoding>> {
+    /// The tokenizers library's encodings keep what [`Encoded`] leaves out (special tokens, words).
+    pub(crate) fn encodings(
+        &self,
+        firsts: &[&str],
+        seconds: Option<(&[&str], EmptySecond)>,
+    ) -> Result<Vec<Encoding>> {
         let tk = |e: tokenizers::Error| Error::from_tokenizers(e);
         let plain = |texts: Vec<&str>| {
             let inputs: Vec<tokenizers::EncodeInput> = texts.into_iter().map(Into::into).collect();
@@ -382,7 +416,8 @@ impl Tokenizer {
         let a = plain(firsts.to_vec())?;
         let b: Vec<Option<Encoding>> = match seconds {
             None => vec![None; a.len()],
-            Some(seconds) => {
+            Some((seconds, EmptySecond::Pair)) => plain(seconds.to_vec())?.into_iter().map(Some).collect(),
+            Some((seconds, EmptySecond::NoPair)) => {
                 let nonempty: Vec<&str> = seconds.iter().copied().filter(|s| !s.is_empty()).collect();
                 let mut encoded = plain(nonempty)?.into_iter();
                 seconds.iter().map(|s| if s.is_empty() { None } else { encoded.next() }).collect()
