@@ -117,8 +117,9 @@ fn query() -> RefOr<Schema> {
     text()
 }
 
+/// The texts may be empty: the query is not (see `Validation::check_rerank`).
 fn rerank_texts() -> RefOr<Schema> {
-    batch(text(), 1, 0)
+    batch(ObjectBuilder::new().schema_type(Type::String).build(), 1, 0)
 }
 
 fn sentences() -> RefOr<Schema> {
@@ -423,8 +424,22 @@ pub enum PredictInput {
     },
 }
 
+/// A text, or a pair of texts of which at most one is empty (TEI refuses only two empty ones).
 fn text_or_pair() -> RefOr<Schema> {
-    ArrayBuilder::new().items(text()).min_items(Some(1)).max_items(Some(2)).build().into()
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let nonempty = || string().min_length(Some(1));
+    let pair = |first: ObjectBuilder, second: ObjectBuilder| {
+        ArrayBuilder::new()
+            .prefix_items([first.build(), second.build()])
+            .min_items(Some(2))
+            .max_items(Some(2))
+            .build()
+    };
+    AnyOfBuilder::new()
+        .item(ArrayBuilder::new().items(text()).min_items(Some(1)).max_items(Some(1)).build())
+        .item(pair(nonempty(), string()))
+        .item(pair(string(), nonempty()))
+        .into()
 }
 
 impl PartialSchema for PredictInput {

@@ -212,9 +212,7 @@ impl Grpc {
         (truncate, raw_scores, return_text, direction): (bool, bool, bool, i32),
     ) -> Result<pb::RerankResponse, Status> {
         let infer = &self.app.infer;
-        if texts.is_empty() {
-            return Err(self.fail(InferError::Empty("`texts` cannot be empty".into())));
-        }
+        infer.validation.check_rerank(&query, &texts).map_err(|e| self.fail(e))?;
         infer.validation.check_options(left(direction), None).map_err(|e| self.fail(e))?;
         let items = texts.iter().map(|t| Item::Pair(query.clone(), t.clone())).collect();
         let done = infer.infer(items, true, Task::Rerank { raw_scores }, truncate).await.map_err(status)?;

@@ -236,11 +236,9 @@ pub async fn rerank(
     body: Result<Json<RerankRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(request) = body.map_err(|e| app.rejected(e))?;
-    if request.texts.is_empty() {
-        return Err(app.fail(InferError::Empty("`texts` cannot be empty".into())));
-    }
-    app.infer
-        .validation
+    let validation = &app.infer.validation;
+    validation.check_rerank(&request.query, &request.texts).map_err(|e| app.fail(e))?;
+    validation
         .check_options(App::truncate_left(request.truncation_direction), None)
         .map_err(|e| app.fail(e))?;
     let items = request.texts.iter().map(|t| Item::Pair(request.query.clone(), t.clone())).collect();

@@ -72,6 +72,19 @@ impl Validation {
         }
     }
 
+    /// A rerank asks for texts and a query. TEI also takes an empty query beside texts that are
+    /// not; this server refuses it, as its document states, which could not say "not both empty"
+    /// of a query and each text.
+    pub fn check_rerank(&self, query: &str, texts: &[String]) -> Result<(), InferError> {
+        if texts.is_empty() {
+            return Err(InferError::Empty("`texts` cannot be empty".into()));
+        }
+        if query.is_empty() {
+            return Err(InferError::Empty("Input validation error: `query` cannot be empty".into()));
+        }
+        Ok(())
+    }
+
     pub fn check_batch(&self, n: usize) -> Result<(), InferError> {
         if n > self.max_client_batch_size {
             return Err(InferError::BatchSize { size: n, max: self.max_client_batch_size });
@@ -141,8 +154,6 @@ impl Validation {
                 }
                 Ok(encoded)
             }
-            // Both texts of a pair must be there, as the document states (TEI refuses only two
-            // empty ones).
             // A prompt goes before text: routes that take pairs name none.
             Item::Ids(_) | Item::Pair(..) if prompt.is_some() => {
                 let what = if matches!(item, Item::Ids(_)) { "token ids" } else { "pairs" };
@@ -150,15 +161,20 @@ impl Validation {
                     "Input validation error: `prompt_name` cannot be used with {what}"
                 )))
             }
+            // As TEI: a pair is empty only when both its texts are, and one empty text still makes
+            // a pair, `[CLS] a [SEP] [SEP]`, as the tokenizers library encodes it there.
             Item::Pair(a, b) => {
-                if a.is_empty() || b.is_empty() {
+                if a.is_empty() && b.is_empty() {
                     return Err(empty());
                 }
-                let (a, b) = (clip(a)?, clip(b)?);
-                let encoded = self.tokenizer.encode_pair(&a, &b).map_err(InferError::tokenizer)?;
+                let pair = [(clip(a)?, clip(b)?)];
+                let encode = |tokenizer: &Tokenizer| {
+                    let mut encoded = tokenizer.encode_pair_batch(&pair).map_err(InferError::tokenizer)?;
+                    Ok::<_, InferError>(encoded.remove(0))
+                };
+                let encoded = encode(&self.tokenizer)?;
                 if encoded.truncated && !truncate {
-                    let n = self.untruncated.encode_pair(&a, &b).map_err(InferError::tokenizer)?.len();
-                    return Err(too_long(n));
+                    return Err(too_long(encode(&self.untruncated)?.len()));
                 }
                 Ok(encoded)
             }

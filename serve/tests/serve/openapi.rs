@@ -38,7 +38,8 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
 }
 
 /// Whether `value` fits `schema`, for the keywords the document uses: type, enum, required,
-/// properties, items, oneOf, allOf, anyOf, minItems, maxItems, minLength, minimum, maximum.
+/// properties, items, prefixItems, oneOf, allOf, anyOf, minItems, maxItems, minLength, minimum,
+/// maximum.
 fn fits(doc: &Value, schema: &Value, value: &Value) -> bool {
     let schema = resolve(doc, schema);
     if let Some(one_of) = schema.get("oneOf").and_then(Value::as_array) {
@@ -91,8 +92,13 @@ fn fits(doc: &Value, schema: &Value, value: &Value) -> bool {
         if bound("minItems").is_some_and(|m| n < m) || bound("maxItems").is_some_and(|m| n > m) {
             return false;
         }
+        // `prefixItems` holds the first items' schemas, `items` the rest's.
+        let prefix = schema.get("prefixItems").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        if !items.iter().zip(prefix).all(|(v, s)| fits(doc, s, v)) {
+            return false;
+        }
         if let Some(item) = schema.get("items") {
-            if !items.iter().all(|v| fits(doc, item, v)) {
+            if !items.iter().skip(prefix.len()).all(|v| fits(doc, item, v)) {
                 return false;
             }
         }
@@ -232,7 +238,11 @@ fn the_document_lists_every_route_and_every_error_body() {
         (json!({"inputs": [["a"], ["b", "c"]]}), true),
         (json!({"inputs": "a", "parameters": {"top_k": 0}}), false),
         (json!({"inputs": ["a", "b", "c"]}), false),
-        (json!({"inputs": ["a", ""]}), false),
+        // A pair is empty only when both its texts are, as TEI has it.
+        (json!({"inputs": ["a", ""]}), true),
+        (json!({"inputs": [["", "b"], ["c"]]}), true),
+        (json!({"inputs": ["", ""]}), false),
+        (json!({"inputs": [["a", "b"], [""]]}), false),
         (json!({"inputs": []}), false),
         (json!({"inputs": "a", "parameters": []}), false),
         (json!({"inputs": "a", "parameters": {"top_k": 2.0}}), true),
@@ -259,7 +269,6 @@ fn the_document_lists_every_route_and_every_error_body() {
         &serde_json::from_str(&text).unwrap()
     ));
     for body in [
-        json!({"query": "a", "texts": [""]}),
         json!({"query": "", "texts": ["b"]}),
         json!({"query": "a", "texts": []}),
         json!({"query": "a", "texts": ["b"], "truncation_direction": "left"}),
@@ -297,7 +306,8 @@ fn the_document_names_the_prompts_it_serves() {
     for (body, status) in [
         (json!({"inputs": "a"}), 424),
         (json!({"inputs": ""}), 422),
-        (json!({"inputs": ["a", ""]}), 422),
+        (json!({"inputs": ["a", ""]}), 424),
+        (json!({"inputs": ["", ""]}), 422),
         (json!({"inputs": "a", "parameters": {"top_k": 0}}), 422),
         (json!({"inputs": "a", "truncation_direction": "left"}), 422),
     ] {

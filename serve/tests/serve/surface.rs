@@ -49,6 +49,13 @@ fn rerank_answers_as_the_reranker_sorted_best_first() {
         let score = got[0]["score"].as_f64().unwrap();
         assert!((score - want.as_f64().unwrap()).abs() <= 1e-4, "{q} / {t}: {score} vs {want}");
     }
+    // An empty text is scored, as TEI scores it: the pair [CLS] query [SEP] [SEP], as CrossEncoder
+    // encodes it (the fixture's last pair).
+    let (pair, want) = (pairs.last().unwrap(), scores.last().unwrap().as_f64().unwrap());
+    assert_eq!(pair[1], "");
+    let got = server.ok("/rerank", json!({"query": pair[0], "texts": ["", DOCS[0]]}));
+    let empty = got.as_array().unwrap().iter().find(|r| r["index"] == 0).unwrap();
+    assert!((empty["score"].as_f64().unwrap() - want).abs() <= 1e-4, "{got:?} vs {want}");
     // POST / on a reranker is /rerank; /predict works too (one label).
     let got = server.ok("/", json!({"query": query, "texts": DOCS}));
     assert_eq!(got.as_array().unwrap().len(), DOCS.len());
