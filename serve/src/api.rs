@@ -38,8 +38,16 @@ fn limits() -> Option<&'static Limits> {
     LIMITS.get()
 }
 
+fn string() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::String)
+}
+
+fn nonempty() -> ObjectBuilder {
+    string().min_length(Some(1))
+}
+
 fn text() -> RefOr<Schema> {
-    ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).build().into()
+    nonempty().build().into()
 }
 
 fn token_ids() -> RefOr<Schema> {
@@ -87,8 +95,7 @@ fn no_prompt_name() -> RefOr<Schema> {
 
 /// Inputs are truncated on the right only: `left` is refused.
 fn truncation_direction() -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
+    string()
         .enum_values(Some(["Right", "right"]))
         .description(Some("Only `Right` (the default): `Left` is refused with 422"))
         .build()
@@ -119,7 +126,7 @@ fn query() -> RefOr<Schema> {
 
 /// The texts may be empty: the query is not (see `Validation::check_rerank`).
 fn rerank_texts() -> RefOr<Schema> {
-    batch(ObjectBuilder::new().schema_type(Type::String).build(), 1, 0)
+    batch(string().build(), 1, 0)
 }
 
 fn sentences() -> RefOr<Schema> {
@@ -426,8 +433,6 @@ pub enum PredictInput {
 
 /// A text, or a pair of texts of which at most one is empty (TEI refuses only two empty ones).
 fn text_or_pair() -> RefOr<Schema> {
-    let string = || ObjectBuilder::new().schema_type(Type::String);
-    let nonempty = || string().min_length(Some(1));
     let pair = |first: ObjectBuilder, second: ObjectBuilder| {
         ArrayBuilder::new()
             .prefix_items([first.build(), second.build()])

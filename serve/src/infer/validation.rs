@@ -169,8 +169,10 @@ impl Validation {
                 }
                 let pair = [(clip(a)?, clip(b)?)];
                 let encode = |tokenizer: &Tokenizer| {
-                    let mut encoded = tokenizer.encode_pair_batch(&pair).map_err(InferError::tokenizer)?;
-                    Ok::<_, InferError>(encoded.remove(0))
+                    tokenizer
+                        .encode_pair_batch(&pair)
+                        .map(|mut one| one.remove(0))
+                        .map_err(InferError::tokenizer)
                 };
                 let encoded = encode(&self.tokenizer)?;
                 if encoded.truncated && !truncate {
