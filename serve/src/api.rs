@@ -124,7 +124,7 @@ fn query() -> RefOr<Schema> {
     text()
 }
 
-/// The texts may be empty: the query is not (see `Validation::check_rerank`).
+/// The texts may be empty: the query is not (see `Validation::rerank_items`).
 fn rerank_texts() -> RefOr<Schema> {
     batch(string().build(), 1, 0)
 }

@@ -212,9 +212,8 @@ impl Grpc {
         (truncate, raw_scores, return_text, direction): (bool, bool, bool, i32),
     ) -> Result<pb::RerankResponse, Status> {
         let infer = &self.app.infer;
-        infer.validation.check_rerank(&query, &texts).map_err(|e| self.fail(e))?;
+        let items = infer.validation.rerank_items(&query, &texts).map_err(|e| self.fail(e))?;
         infer.validation.check_options(left(direction), None).map_err(|e| self.fail(e))?;
-        let items = texts.iter().map(|t| Item::Pair(query.clone(), t.clone())).collect();
         let done = infer.infer(items, true, Task::Rerank { raw_scores }, truncate).await.map_err(status)?;
         let ranks = inference::ranks(&done)
             .map_err(|e| self.fail(e))?

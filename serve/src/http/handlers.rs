@@ -237,11 +237,10 @@ pub async fn rerank(
 ) -> Result<Response, ApiError> {
     let Json(request) = body.map_err(|e| app.rejected(e))?;
     let validation = &app.infer.validation;
-    validation.check_rerank(&request.query, &request.texts).map_err(|e| app.fail(e))?;
+    let items = validation.rerank_items(&request.query, &request.texts).map_err(|e| app.fail(e))?;
     validation
         .check_options(App::truncate_left(request.truncation_direction), None)
         .map_err(|e| app.fail(e))?;
-    let items = request.texts.iter().map(|t| Item::Pair(request.query.clone(), t.clone())).collect();
     let truncate = request.truncate.unwrap_or(app.infer.auto_truncate);
     let task = Task::Rerank { raw_scores: request.raw_scores };
     let done = app.infer.infer(items, true, task, truncate).await?;

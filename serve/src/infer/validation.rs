@@ -72,17 +72,17 @@ impl Validation {
         }
     }
 
-    /// A rerank asks for texts and a query. TEI also takes an empty query beside texts that are
-    /// not; this server refuses it, as its document states, which could not say "not both empty"
-    /// of a query and each text.
-    pub fn check_rerank(&self, query: &str, texts: &[String]) -> Result<(), InferError> {
+    /// A rerank's (query, text) pairs, for HTTP and gRPC alike. It asks for texts and a query.
+    /// TEI also takes an empty query beside texts that are not; this server refuses it, as its
+    /// document states, which could not say "not both empty" of a query and each text.
+    pub fn rerank_items(&self, query: &str, texts: &[String]) -> Result<Vec<Item>, InferError> {
         if texts.is_empty() {
             return Err(InferError::Empty("`texts` cannot be empty".into()));
         }
         if query.is_empty() {
             return Err(InferError::Empty("Input validation error: `query` cannot be empty".into()));
         }
-        Ok(())
+        Ok(texts.iter().map(|t| Item::Pair(query.to_owned(), t.clone())).collect())
     }
 
     pub fn check_batch(&self, n: usize) -> Result<(), InferError> {
