@@ -386,9 +386,8 @@ impl Rerank for Grpc {
             texts.push(message.text.clone());
             first.get_or_insert(message);
         }
-        let Some(first) = first else {
-            return Err(self.fail(InferError::Empty("`texts` cannot be empty".into())));
-        };
+        // An empty stream has no texts: `rerank_items` refuses it, as it refuses an empty `texts`.
+        let first = first.unwrap_or_default();
         let options = (first.truncate, first.raw_scores, first.return_text, first.truncation_direction);
         self.clone().rerank_all(first.query, texts, options).await.map(Response::new)
     }

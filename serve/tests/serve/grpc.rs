@@ -165,6 +165,9 @@ async fn rerank_and_sparse_answer_as_http_does() {
         streamed.ranks.iter().map(|r| r.index).collect::<Vec<_>>(),
         got.ranks.iter().map(|r| r.index).collect::<Vec<_>>()
     );
+    let status = rerank.rerank_stream(tokio_stream::iter(Vec::new())).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("`texts` cannot be empty"), "{status:?}");
 
     let splade = Server::start(&model("mlm"), &["--pooling", "splade", "--prometheus-port", "0"]);
     let mut embed = EmbedClient::new(channel(&splade).await);
