@@ -61,9 +61,11 @@
 //! - `docs/errors.md`: what bad input gets;
 //! - `docs/long-inputs.md`: long inputs and RoPE scaling;
 //! - `docs/fine-tuning.md`: [`training::Trainer`];
-//! - `docs/serving.md` and `docs/browser.md`: the HTTP server and the WebAssembly build;
+//! - `docs/serving.md` (with `serving-reference.md`, `serving-deploy.md`, `serving-limits.md`) and
+//!   `docs/browser.md`: the HTTP server and the WebAssembly build;
 //! - `docs/features.md`: the built-in model, CUDA and Metal;
-//! - `docs/testing.md`, `docs/speed.md`: tests and fixtures; speed and benchmarks;
+//! - `docs/testing.md`, `docs/speed.md`: tests and fixtures; which precision on which CPU, and the
+//!   benchmarks (`docs/log/`: the measurements behind them);
 //! - `docs/upgrading.md`: moving code from an earlier checkout.
 
 #![warn(missing_docs)]
