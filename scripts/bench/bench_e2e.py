@@ -26,7 +26,10 @@ NNCF), and prints, per row:
 - the same throughput at batch 1 and 32 on the bundled model's shape (models/roformer-sst2 itself), with the
   agreement of its batch-32 pass.
 Results also go to target/bench-e2e/results.json, with the date and the machine; the predictions of each of ours
-under target/bench-e2e/predictions/.
+under target/bench-e2e/predictions/. Each run also writes a result file under benchmarks/results/ (the schema is in
+benchmarks/README.md: the systems and their versions, the CPU's model and flags, the date, the commit, sentences/s,
+latency and label agreement), which scripts/bench/render_results.py turns into the pages' tables once it is marked
+as its family's headline; --no-result-file leaves it out.
 """
 
 import argparse
@@ -46,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+import result_file
 
 warnings.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[2]
@@ -411,6 +416,7 @@ def main():
         help="sentences NNCF calibrates OpenVINO's int8 model on (SST-2 train; never the dev file)",
     )
     parser.add_argument("--calibration-size", type=int, default=300)
+    parser.add_argument("--no-result-file", action="store_true", help="write no file under benchmarks/results/")
     parser.add_argument(
         "--prebuilt",
         help="a folder with our `classify` and `latency` executables built elsewhere (`cargo build --release "
@@ -498,6 +504,51 @@ def main():
 
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     print_tables(results)
+    if not args.no_result_file:
+        print(f"\nresult file: {write_result_file(results, args.runs).relative_to(ROOT)}")
+
+
+# Each row's system (for its version) and the label the pages give it.
+SYSTEMS = {
+    "transformers f32": ("transformers", "transformers f32"),
+    "transformers bf16": ("transformers", "transformers bf16 (autocast)"),
+    "onnxruntime f32": ("onnxruntime", "ONNX Runtime f32"),
+    "onnxruntime int8": ("onnxruntime", "ONNX Runtime int8 (dynamic)"),
+    "openvino default": ("openvino", "OpenVINO default (it picks {precision})"),
+    "openvino int8": ("openvino", "OpenVINO int8 (NNCF static)"),
+}
+
+
+def crate_version():
+    found = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
+    return found.group(1) if found else None
+
+
+def write_result_file(results, runs):
+    """One result file for this run (benchmarks/README.md gives the schema): the base model's rows and the
+    bundled model's (its batch-32 rate as sentences/s, beside its batch-1 rate)."""
+    versions = {**results["versions"], "roformer": crate_version()}
+    systems = []
+    for model, rows in (("base", results.get("base", {})), ("small", results.get("small", {}))):
+        for name, row in rows.items():
+            system, label = SYSTEMS.get(name, ("roformer", name))
+            precision = result_file.precision_of(row.get("precision", "f32"))
+            extra = {"batch_1": row["batch_1"]} if model == "small" else {}
+            if row.get("inference_precision_hint"):
+                extra["inference_precision_hint"] = row["inference_precision_hint"]
+            systems.append(result_file.system_row(
+                system, versions.get(system), precision, label.format(precision=precision),
+                row.get("sentences_per_s", row.get("batch_32")), model=model,
+                latency_ms_16=row.get("latency_ms_16"), latency_ms_128=row.get("latency_ms_128"),
+                label_agreement=row.get("label_agreement"), max_abs_prob_diff=row.get("max_abs_prob_diff"), **extra))
+    level = re.search(r"roformer level (.+?);", results.get("simd", ""))
+    workload = ("base-size RoFormer classifier (12 layers, hidden 768, 12 heads, FFN 3072, random init, BERT uncased "
+                f"vocab) on SST-2 dev ({results['sentences']} sentences), {THREADS} threads each, length-sorted batches "
+                "of 32, tokenization included, model load excluded; batch-1 latency at 16 and 128 tokens, median of 50; "
+                "small: the bundled model, batch 32 (and batch 1)")
+    return result_file.write("scripts/bench/bench_e2e.py", level.group(1) if level else None, versions, workload,
+                             systems, run=f"median of {runs} passes; {results.get('simd', '')}",
+                             note=f"OpenVINO int8 calibration: {results.get('calibration')}")
 
 
 def peer_versions():
