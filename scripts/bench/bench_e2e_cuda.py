@@ -18,7 +18,9 @@ forward and softmax included, the probabilities copied back to the host, load ex
   dev file and on the dev file repeated --repeat times, and the rate is the extra rows over the extra time;
   the median of --runs such pairs. The one-pass figure (warm-up included) is printed beside it.
 Also printed: batch-1 latency of PyTorch at 16 and 128 tokens. Results go to target/bench-e2e-cuda/results.json
-with the date, the GPU and the driver.
+with the date, the GPU and the driver, and to a result file under --result-dir (benchmarks/results/ by default;
+benchmarks/README.md gives the schema), whose family is `cuda`: docs/features.md's GPU table is rendered from
+those (scripts/bench/render_results.py).
 """
 
 import argparse
@@ -37,6 +39,7 @@ OUT = ROOT / "target" / "bench-e2e-cuda"
 # The dev file reader, the model builder and the tokenizer are the CPU benchmark's.
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 import bench_e2e  # noqa: E402
+import result_file  # noqa: E402
 from bench_e2e import read_sentences, tokenizer_for  # noqa: E402
 
 
@@ -132,6 +135,8 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5, help="copies of the dev file in the long run")
     parser.add_argument("--skip-torch", action="store_true", help="ours only (no PyTorch on this machine)")
+    parser.add_argument("--result-dir", default=str(result_file.RESULTS),
+                        help="where the run's result file goes (benchmarks/results/); '' for none")
     args = parser.parse_args()
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -156,7 +161,31 @@ def main():
         print(f"ours / PyTorch     : {ratio:.2f}x  (target: >= 1)")
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     print(f"results: {OUT / 'results.json'}")
+    if args.result_dir:
+        print(f"result file: {write_result_file(results, Path(args.result_dir))}")
     return 0
+
+
+def write_result_file(results, folder):
+    """The run as a result file (benchmarks/README.md): ours and PyTorch's rows, the GPU and the host CPU."""
+    gpu = results["gpu"]
+    ours = results["ours_cuda_f16"]
+    systems = [result_file.system_row(
+        "roformer", bench_e2e.crate_version(), "f16", "roformer f16 (`classify --device cuda`)",
+        ours["sentences_per_s"],
+        note=f"a single pass, warm-up and CUDA's module loading included: {ours['one_pass_with_warmup']:.0f}")]
+    torch_row = results.get("pytorch_fp16_eager")
+    if torch_row:
+        lat = torch_row["batch1_latency_ms"]
+        systems.append(result_file.system_row("pytorch", results["torch"], "f16", "PyTorch eager fp16",
+                                              torch_row["sentences_per_s"], latency_ms_16=lat.get(16),
+                                              latency_ms_128=lat.get(128)))
+    return result_file.write(
+        "scripts/bench/bench_e2e_cuda.py", None,
+        {"torch": results.get("torch"), "driver": gpu.get("driver_version"), "roformer": bench_e2e.crate_version()},
+        "base-size RoFormer classifier on SST-2 dev, length-sorted batches of 32, tokenization included, in f16 on "
+        "the GPU", systems, run="median of the runs", family="cuda",
+        gpu=f"{gpu.get('name', '?')} (compute capability {gpu.get('compute_cap', '?')})", folder=folder)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,9 @@ fi
 if [[ $BENCH == 1 ]]; then
     if "$PYTHON" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
         say "base-size benchmark against PyTorch fp16 (log: $OUT/bench.log)"
-        "$PYTHON" scripts/bench/bench_e2e_cuda.py --classify "$BUNDLE/examples/classify" --data "$DATA" --vocab "$VOCAB" 2>&1 |
+        # The result file goes to $OUT, which comes back from the GPU machine: commit it under benchmarks/results/.
+        "$PYTHON" scripts/bench/bench_e2e_cuda.py --classify "$BUNDLE/examples/classify" --data "$DATA" --vocab "$VOCAB" \
+            --result-dir "$OUT" 2>&1 |
             tee "$OUT/bench.log"
         [[ ${PIPESTATUS[0]} == 0 ]] || status=1
         cp target/bench-e2e-cuda/results.json "$OUT/" 2>/dev/null
