@@ -17,7 +17,8 @@
  *   node scripts/bench/bench_memory.mjs [--model DIR] [--only native|browser] [--dtypes f32,int8,bf16]
  *        [--workers 0,1,2,4] [--sources files,url] [--isolated]   # --isolated: COOP/COEP, so shared memory exists
  *        [--pkg DIR]                                              # another unpacked npm package (an earlier build)
- * Writes target/bench-memory/results.json (or --out NAME there).
+ * Writes target/bench-memory/results.json (or --out NAME there), and a result file under benchmarks/results/
+ * (`"kind": "memory"`, one row per measurement; benchmarks/README.md gives the schema); --no-result-file leaves it out.
  */
 import { spawn, spawnSync, execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -26,6 +27,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { systemRow, writeResult } from './result_file.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const args = process.argv.slice(2);
@@ -155,3 +157,16 @@ for (const r of rows) {
     `${r.settled ? mib(r.settled) : ''} | ${load} |`);
 }
 fs.writeFileSync(path.join(OUT, opt('--out', 'results.json')), JSON.stringify({ date: new Date().toISOString(), cpu, model: MODEL, file_bytes: fileBytes, isolated, rows }, null, 2));
+if (!args.includes('--no-result-file')) {
+  const version = fs.readFileSync(path.join(ROOT, 'Cargo.toml'), 'utf8').match(/^version = "([^"]+)"/m)?.[1] ?? null;
+  const mibOf = (bytes) => (bytes ? Math.round(bytes / MIB) : null);
+  const systems = rows.map((r) => systemRow(r.where === 'browser' ? 'roformer-wasm' : 'roformer', version, r.dtype,
+    r.where === 'browser' ? `browser, ${r.what}, ${r.dtype}` : `${r.what}, ${r.dtype}`, null, {
+      peak_mib: mibOf(r.peak), settled_mib: mibOf(r.settled), wasm_mib: mibOf(r.wasm), peak_over_file: Number(ratio(r.peak)),
+      load_ms: r.load_ms ?? (r.wall_s !== undefined ? r.wall_s * 1e3 : null) }));
+  const file = writeResult({ bench: 'scripts/bench/bench_memory.mjs', kind: 'memory', level: null,
+    versions: { chromium: chromiumVersion, roformer: version }, systems,
+    workload: `${path.relative(ROOT, MODEL)} (model.safetensors ${mib(fileBytes)} MiB): classify on one sentence (maximum RSS), ` +
+      'roformer-serve once /health answers (peak and settled), and the browser tab with 0 to 4 workers' });
+  console.log(`result file: ${path.relative(ROOT, file)}`);
+}

@@ -16,7 +16,9 @@
  *
  * Serves web/ (/web), the unpacked npm package (/npm), target/bench-wasm/models (/models), target/bench-wasm (/data) and
  * web/node_modules (/node_modules) on 127.0.0.1 with COOP/COEP (so threads work), runs each configuration in its
- * own fresh headless Chromium one after the other, prints a markdown table and writes target/bench-wasm/results.json.
+ * own fresh headless Chromium one after the other, prints a markdown table and writes target/bench-wasm/results.json,
+ * and a result file under benchmarks/results/ (family `wasm`; benchmarks/README.md gives the schema) that
+ * scripts/bench/render_results.py turns into docs/speed.md's WebAssembly table; --no-result-file leaves it out.
  * transformers.js's 2 threads are onnxruntime-web's own workers, only if the page is cross-origin isolated; ours are
  * the package's `workers` option, which needs no isolation. --check compares logits with PyTorch's (target/bench-wasm/reference.json) instead.
  */
@@ -27,6 +29,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { systemRow, writeResult } from './result_file.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WEB = path.join(ROOT, 'web');
@@ -198,3 +201,19 @@ if (!check) {
 }
 for (const r of results) delete r.labels;
 fs.writeFileSync(path.join(OUT, check ? 'check.json' : 'results.json'), JSON.stringify({ ...report, rows: results }, null, 2));
+if (!check && !args.includes('--no-result-file')) {
+  const ours = JSON.parse(fs.readFileSync(path.join(PKG, 'package.json'), 'utf8')).version;
+  const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const systems = results.filter((r) => !r.error).map((r) => (r.system === 'tjs'
+    ? systemRow('transformers.js', report.transformers_js, r.dtype === 'q8' ? 'int8' : 'f32',
+      `transformers.js ${r.dtype}, ${plural(r.threads, 'thread')}`, r.sentences_per_s, { model: r.model, threads: r.threads })
+    : systemRow('roformer-wasm', ours, r.dtype, `roformer ${r.dtype}, ${r.module === 'relaxed' ? 'relaxed SIMD' : r.module}, ` +
+      `${plural(r.workers, 'worker')}`, r.sentences_per_s, { model: r.model, threads: r.workers, module: r.module,
+      label_agreement: r.label_agreement_with_tjs ?? null })));
+  const file = writeResult({ bench: 'scripts/bench/bench_wasm.mjs', family: 'wasm', level: 'relaxed-simd, simd128',
+    versions: { chromium: report.chromium, 'transformers.js': report.transformers_js, 'onnxruntime-web': report.onnxruntime_web, 'roformer-wasm': ours },
+    workload: `SST-2 dev (${report.sentences} sentences) sorted by length, batches of 32, in headless Chromium; ${plural(runs, 'timed pass')} ` +
+      'after 3 warm-up batches; base: a 12-layer, 768-wide random-init classifier; small: the bundled model',
+    systems, run: `1; each row in a fresh browser; cross-origin isolated: ${isolated}; load average at start ${LOAD.toFixed(2)}` });
+  console.log(`result file: ${path.relative(ROOT, file)}`);
+}

@@ -67,6 +67,8 @@ def load(folder=RESULTS):
             if missing:
                 raise Invalid(f"{path.relative_to(ROOT)}: systems[{i}] lacks {', '.join(missing)}")
         doc["_file"] = path.name
+        if doc.get("kind", "speed") != "speed":
+            continue  # memory runs (bench_memory.mjs) are kept as data; no table shows them yet
         by_family.setdefault(doc["family"], []).append(doc)
     for family, docs in by_family.items():
         heads = [d["_file"] for d in docs if d["headline"]]
@@ -191,7 +193,7 @@ def chart(family, doc):
     rows = sorted(base_rows(doc), key=order)
     label_w, bar_w, row_h, top = 300, 380, 22, 62
     width, height = label_w + bar_w + 80, top + row_h * len(rows) + 30
-    peak = max(r["sentences_per_s"] for r in rows)
+    peak = max((r["sentences_per_s"] for r in rows), default=1) or 1
     title = f"{FAMILIES[family]}: sentences/s, base-size model, SST-2 dev"
     sub = where(doc) + (f", level {doc['level']}" if doc["level"] else "")
     flags = "CPU flags: " + (" ".join((doc["cpu"] or {}).get("simd_flags") or []) or "not recorded")
