@@ -134,7 +134,8 @@ fn gemm() {
             println!("| {level} {precision} | {} |", cells.join(" | "));
         }
     }
-    // The goal docs/speed.md measures the tile program against: half the unit's loop, on one core.
+    // The goal the lab log measures the tile program against (docs/log/2026-11-amx-bf16.md): half the
+    // unit's loop, on one core.
     if let (Some(rate), Some(peak)) = (amx_int8, peak) {
         println!(
             "amx int8, M = 512, N = 768, 1 thread: {rate:.3} TMAC/s, {:.2} of the tdpbusd loop (the goal: 0.50)",

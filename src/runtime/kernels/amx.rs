@@ -592,7 +592,7 @@ const COLUMN_TILES: usize = 8;
 /// this crate's AMX Xeon the bf16 program alone ran 22 to 25% faster so, and a 512 × 768 × 768
 /// product 10 to 15%; at 48 and 96 chunks (K = 1536 and 3072) blocks ran as fast or up to 6%
 /// slower, and int8 at K = 768 (12 chunks, its panel 24 KiB) 12% slower in two blocks
-/// (docs/speed.md): those run whole.
+/// (docs/log/2026-11-amx-bf16.md): those run whole.
 #[inline(always)]
 pub(crate) fn column_sums<'a>(
     unit: &mut impl TileUnit,

@@ -56,8 +56,8 @@ const TILE_BLOCK_BYTES: usize = 1536 * 1024;
 /// [`TILE_BLOCK_BYTES`] hold: 512 for int8 at K = 768 and 3072 and for bf16 at K = 768, 256 for
 /// bf16 at K = 3072. Each weight panel is read from L3 or memory once per block, and from L2 by
 /// twice as many tiles as in the blocks of 256 rows the products had before: `classify` on SST-2
-/// dev (base model) ran 4 to 15% faster in bf16 and 2% in int8 so (docs/speed.md). The register
-/// kernels' blocks take 56 rows.
+/// dev (base model) ran 4 to 15% faster in bf16 and 2% in int8 so (docs/log/2026-11-amx-bf16.md).
+/// The register kernels' blocks take 56 rows.
 fn block_rows(program: bool, row_bytes: usize) -> usize {
     if program {
         (TILE_BLOCK_BYTES / row_bytes.max(1)).clamp(32, 512) / 32 * 32

@@ -110,7 +110,7 @@ pub(crate) fn tensor(data: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
 /// floats mostly start 16 to 48 bytes into a line. The products' outputs only: alternated runs of
 /// the base model on SST-2 dev (2-core AMX Xeon) gave int8 4 to 6% faster at `amx`, bf16 1.4%,
 /// the other levels within the noise; the norm's and attention's outputs on lines ran either
-/// faster or 6 to 10% slower from run to run (docs/speed.md).
+/// faster or 6 to 10% slower from run to run (docs/log/2026-11-amx-bf16.md).
 ///
 /// # Safety
 /// As [`written_by`], for the product of `dims` elements.

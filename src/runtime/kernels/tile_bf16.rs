@@ -11,7 +11,7 @@
 //! Without bf16 instructions the weights still take half the memory, and a product runs the
 //! level's f32 kernel on the bf16 panels (`tile_f32::Weight`), its inputs rounded as they are
 //! packed: f32's work, a shift per vector of weights, and half the weight bytes to read
-//! (docs/speed.md gives the figures).
+//! (docs/log/2026-11-amx-bf16.md gives the figures).
 
 use super::layout::{row_dwords, Input};
 use super::Level;
@@ -125,7 +125,7 @@ static AVX512_BF16: Bf16Kernel = Bf16Kernel { mr: 14, nr: 32, pairs: true, tiles
 static AMX: Bf16Kernel = Bf16Kernel::tile_program(amx_tiles);
 
 /// The fewest rows for which the AMX program beats the AVX-512 BF16 kernel, measured with
-/// `cargo bench --bench kernels -- gemm` (docs/speed.md).
+/// `cargo bench --bench kernels -- gemm` (docs/log/2026-11-amx-bf16.md).
 #[cfg(target_arch = "x86_64")]
 const AMX_MIN_ROWS: usize = 8;
 

@@ -214,7 +214,7 @@ static AVX512_VNNI: I8Kernel = I8Kernel {
 static AMX: I8Kernel = I8Kernel::tile_program(amx_tile);
 
 /// The fewest rows for which the AMX program beats the AVX-512 VNNI kernel, measured with
-/// `cargo bench --bench kernels -- gemm` (docs/speed.md): below, a product stays in registers.
+/// `cargo bench --bench kernels -- gemm` (docs/log/2026-11-amx-bf16.md): below, a product stays in registers.
 #[cfg(target_arch = "x86_64")]
 pub(crate) const AMX_MIN_ROWS: usize = 16;
 
