@@ -209,7 +209,8 @@ def chart(family, doc):
         dark, light = COLOURS.get(row["precision"], ("#444444", "#bbbbbb"))
         w = max(1, round(bar_w * row["sentences_per_s"] / peak))
         weight = ' font-weight="bold"' if ours else ""
-        out.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end"{weight}>{html.escape(row["label"].replace("`", ""))}</text>')
+        label = html.escape(row["label"].replace("`", ""))
+        out.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end"{weight}>{label}</text>')
         out.append(f'<rect x="{label_w}" y="{y + 3}" width="{w}" height="{row_h - 6}" fill="{dark if ours else light}"/>')
         out.append(f'<text x="{label_w + w + 4}" y="{y + 15}"{weight}>{num(row["sentences_per_s"])}</text>')
     out.append(f'<text x="8" y="{height - 10}" fill="#555555">'
