@@ -2,6 +2,8 @@
 //! rerank, fill masks, paraphrase, and sparse (SPLADE) embeddings. Each wraps the one generic [`Pipeline`] of `core`, which loads
 //! model, tokenizer and config together from a folder or a Hub id, batches the inputs, and holds
 //! the accessors every pipeline shares; a new pipeline is one file here plus its line below.
+//! Beside them, `sentence_transformers` reads a sentence-transformers folder's modules and
+//! `splade_pooling` is its SpladePooling module, which the sparse encoder pools with.
 
 mod core;
 mod fill_mask;
@@ -12,6 +14,7 @@ mod reranker;
 mod sentence_encoder;
 mod sentence_transformers;
 mod sparse_encoder;
+mod splade_pooling;
 mod text_classifier;
 mod token_classifier;
 

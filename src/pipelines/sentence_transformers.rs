@@ -19,7 +19,7 @@ use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 
 use super::core::Pipeline;
-use super::sparse_encoder::SpladePooling;
+use super::splade_pooling::SpladePooling;
 
 /// What a sentence-transformers folder asks of the sentence encoder.
 #[derive(Debug, Clone)]
@@ -333,7 +333,7 @@ impl SparseFolder {
             return Ok(None);
         };
         let pooling = match after.as_slice() {
-            [(Kind::SpladePooling, sub, _)] => read_splade_pooling(&files.sub(sub))?,
+            [(Kind::SpladePooling, sub, _)] => SpladePooling::read(&files.sub(sub))?,
             [] => {
                 return Err(config_error(
                     &path,
@@ -365,26 +365,6 @@ impl SparseFolder {
         }
         Ok(Some(Self { transformer, pooling }))
     }
-}
-
-/// SpladePooling's config.json: `pooling_strategy` (max, sum) and `activation_function` (relu,
-/// log1p_relu), sentence-transformers' defaults (max, relu) where absent, as where the file is.
-fn read_splade_pooling(module: &ModelFiles) -> Result<SpladePooling> {
-    let path = module.path("config.json");
-    let config = module.read_json_object_if_exists("config.json")?.unwrap_or(Value::Null);
-    let choice = |field: &str, choices: &[&str]| -> Result<Option<usize>> {
-        match config.get(field) {
-            None => Ok(None),
-            Some(value) => {
-                value.as_str().and_then(|v| choices.iter().position(|c| *c == v)).map(Some).ok_or_else(|| {
-                    config_error(&path, field, format!("{value} is not one of {}", choices.join(", ")))
-                })
-            }
-        }
-    };
-    let sum = choice("pooling_strategy", &["max", "sum"])? == Some(1);
-    let log1p_twice = choice("activation_function", &["relu", "log1p_relu"])? == Some(1);
-    Ok(SpladePooling { sum, log1p_twice })
 }
 
 /// The prompt of `prompts` called `name`; `config_path` (config_sentence_transformers.json) is

@@ -9,6 +9,7 @@ use candle_core::DType;
 use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use super::sentence_transformers::SparseFolder;
+use super::splade_pooling::SpladePooling;
 use crate::error::Result;
 use crate::loading::model_files::ModelFiles;
 use crate::loading::tokenizer::Encoded;
@@ -35,6 +36,18 @@ impl SparseEmbedding {
         }
         dense
     }
+
+    /// The entries of `dense` above zero.
+    fn from_dense(dense: &[f32]) -> Self {
+        let (mut indices, mut values) = (Vec::new(), Vec::new());
+        for (i, &v) in dense.iter().enumerate() {
+            if v > 0.0 {
+                indices.push(i as u32);
+                values.push(v);
+            }
+        }
+        Self { indices, values }
+    }
 }
 
 /// SPLADE embeddings: for each vocabulary entry, the largest `log(1 + relu(logit))` over a text's
@@ -60,16 +73,6 @@ impl SparseEmbedding {
 pub struct SparseEncoder {
     pipeline: Pipeline<RoFormerForMaskedLM>,
     pooling: SpladePooling,
-}
-
-/// How sentence-transformers' SpladePooling (and TEI's `--pooling splade`, with the defaults)
-/// makes one vector of a text's masked-LM logits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct SpladePooling {
-    /// Sum over the tokens (the first SPLADE) instead of the max.
-    pub sum: bool,
-    /// `log(1 + log(1 + relu(x)))` (`log1p_relu`) instead of `log(1 + relu(x))`.
-    pub log1p_twice: bool,
 }
 
 impl SparseEncoder {
@@ -112,7 +115,7 @@ impl SparseEncoder {
             let mut rows = Vec::with_capacity(encodings.len());
             for (b, e) in encodings.iter().enumerate() {
                 let tokens = batch.tokens(&logits, b, e.len())?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
-                rows.push(self.pooling.pool(&tokens));
+                rows.push(SparseEmbedding::from_dense(&self.pooling.pool(&tokens)));
             }
             Ok(rows)
         })
@@ -121,48 +124,6 @@ impl SparseEncoder {
     /// The vocabulary size: the length of a dense embedding.
     pub fn dim(&self) -> usize {
         self.pipeline.config.vocab_size
-    }
-}
-
-impl SpladePooling {
-    /// One text's embedding from its tokens' logits, kept where above zero. A max is taken
-    /// before the activation, which does not change it (the activation is increasing); a sum
-    /// after it. `ln_1p` keeps the small values that `ln(1 + x)` would round to zero.
-    fn pool(&self, tokens: &[Vec<f32>]) -> SparseEmbedding {
-        let activation = |x: f32| {
-            let y = x.max(0.0).ln_1p();
-            if self.log1p_twice {
-                y.ln_1p()
-            } else {
-                y
-            }
-        };
-        let Some(first) = tokens.first() else { return SparseEmbedding::default() };
-        let pooled: Vec<f32> = if self.sum {
-            let mut sum = vec![0f32; first.len()];
-            for row in tokens {
-                for (s, &x) in sum.iter_mut().zip(row) {
-                    *s += activation(x);
-                }
-            }
-            sum
-        } else {
-            let mut max = first.clone();
-            for row in &tokens[1..] {
-                for (m, &x) in max.iter_mut().zip(row) {
-                    *m = m.max(x);
-                }
-            }
-            max.into_iter().map(activation).collect()
-        };
-        let (mut indices, mut values) = (Vec::new(), Vec::new());
-        for (i, &v) in pooled.iter().enumerate() {
-            if v > 0.0 {
-                indices.push(i as u32);
-                values.push(v);
-            }
-        }
-        SparseEmbedding { indices, values }
     }
 }
 
