@@ -1,0 +1,77 @@
+//! A call's inputs, run batch by batch. The GIL is released while a batch tokenizes and computes,
+//! so other Python threads run meanwhile; it is taken back between batches, where Ctrl-C raises
+//! `KeyboardInterrupt` and the progress bar moves.
+//!
+//! Encoded inputs go shortest first, `batch_size` at a time: the order the library's own batching
+//! takes, so that each batch here is one of the batches a single library call would have made, and
+//! the answers are the library's, bit for bit.
+
+use pyo3::prelude::*;
+use roformer::Encoded;
+
+use crate::errors::OrRaise;
+use crate::inputs::at_least_one;
+
+/// Moves `progress` (a callable, tqdm's `update`) by `n`.
+fn advance(progress: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<()> {
+    if let Some(progress) = progress {
+        progress.call1((n,))?;
+    }
+    Ok(())
+}
+
+/// One output per encoding, in input order: `forward` runs on batches of similar length.
+pub fn by_length<T: Send>(
+    py: Python<'_>,
+    encodings: Vec<Encoded>,
+    batch_size: usize,
+    progress: Option<&Bound<'_, PyAny>>,
+    forward: impl Fn(&[Encoded]) -> roformer::Result<Vec<T>> + Sync,
+) -> PyResult<Vec<T>> {
+    let batch_size = at_least_one(batch_size, "batch_size")?;
+    let mut order: Vec<usize> = (0..encodings.len()).collect();
+    order.sort_by_key(|&i| encodings[i].len());
+    let mut slots: Vec<Option<Encoded>> = encodings.into_iter().map(Some).collect();
+    // `order` holds each index once.
+    let sorted: Vec<Encoded> = order.iter().filter_map(|&i| slots[i].take()).collect();
+    let mut rows: Vec<Option<T>> = (0..sorted.len()).map(|_| None).collect();
+    for (indices, batch) in order.chunks(batch_size).zip(sorted.chunks(batch_size)) {
+        py.check_signals()?;
+        let out = py.detach(|| forward(batch)).or_raise()?;
+        if out.len() != batch.len() {
+            return Err(crate::errors::value_error(format!(
+                "a batch of {} gave {} rows",
+                batch.len(),
+                out.len()
+            )));
+        }
+        for (&i, row) in indices.iter().zip(out) {
+            rows[i] = Some(row);
+        }
+        advance(progress, 1)?;
+    }
+    // Every index is in one batch, and each batch gave as many rows as it had inputs.
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// One output per input, in input order: `forward` runs on `batch_size` inputs at a time, as
+/// given (transformers' pipelines keep the input order).
+pub fn in_order<I: Sync, T: Send>(
+    py: Python<'_>,
+    inputs: &[I],
+    batch_size: usize,
+    forward: impl Fn(&[I]) -> roformer::Result<Vec<T>> + Sync,
+) -> PyResult<Vec<T>> {
+    let batch_size = at_least_one(batch_size, "batch_size")?;
+    let mut rows = Vec::with_capacity(inputs.len());
+    for batch in inputs.chunks(batch_size) {
+        py.check_signals()?;
+        rows.extend(py.detach(|| forward(batch)).or_raise()?);
+    }
+    Ok(rows)
+}
+
+/// Tokenizes without the GIL.
+pub fn tokenize<T: Send>(py: Python<'_>, run: impl FnOnce() -> roformer::Result<T> + Send) -> PyResult<T> {
+    py.detach(run).or_raise()
+}
