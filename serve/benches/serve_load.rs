@@ -136,8 +136,18 @@ fn start(exe: &std::path::Path, model: &str, flags: &[&str]) -> (Child, String) 
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    // Under --json-output (from SERVE_FLAGS) the line is JSON, the address in `fields.address`.
+    let json = flags.contains(&"--json-output");
     for line in BufReader::new(stdout).lines() {
-        if let Some(address) = line.unwrap().strip_prefix("listening on ") {
+        let line = line.unwrap();
+        let address = if json {
+            serde_json::from_str::<serde_json::Value>(&line)
+                .ok()
+                .and_then(|l| l["fields"]["address"].as_str().map(str::to_string))
+        } else {
+            line.strip_prefix("listening on ").map(str::to_string)
+        };
+        if let Some(address) = address {
             return (child, format!("http://{address}"));
         }
     }

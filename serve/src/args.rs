@@ -36,7 +36,8 @@ pub struct Args {
     /// API port can stay private; 0 picks a free one. Taken, it is reported and the API serves on.
     #[arg(long, default_value_t = 9000, env = "PROMETHEUS_PORT")]
     pub prometheus_port: u16,
-    /// One JSON object per log line, on stderr.
+    /// One JSON object per log line, on stderr, and for the `listening on` line on stdout (the
+    /// address in `fields.address`).
     #[arg(long, env = "JSON_OUTPUT", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub json_output: bool,
     /// TEI's switch for its trace spans in the logs; the logs here have no spans, so it changes
@@ -148,8 +149,8 @@ impl std::str::FromStr for ServePooling {
 }
 
 impl Args {
-    /// The command line, with every flag's environment variable, checked.
-    pub fn parse() -> Result<Self> {
+    /// The command line, with every flag's environment variable; [`Args::check`] checks it.
+    pub fn parse() -> Self {
         let mut command = Args::command();
         for (id, var) in RUN_ENV {
             command = command.mut_arg(id, |arg| arg.env(var));
@@ -163,8 +164,7 @@ impl Args {
             other => other,
         }
         .to_string();
-        args.check()?;
-        Ok(args)
+        args
     }
 
     /// The address to listen on: `--host`, else `HOSTNAME` where it is an IP address.
@@ -177,7 +177,8 @@ impl Args {
         })
     }
 
-    fn check(&self) -> Result<()> {
+    /// Refuses counts of 0, an empty API key and the TEI flags that have no meaning here.
+    pub fn check(&self) -> Result<()> {
         let counts = [
             ("--max-batch-tokens", Some(self.max_batch_tokens)),
             ("--max-batch-requests", self.max_batch_requests),

@@ -2,9 +2,12 @@
 //! `{"timestamp", "level", "target", "fields": {"message"}}`, as TEI's tracing subscriber writes
 //! them. The library's warnings (through the `log` crate) come out the same way.
 //!
-//! stdout carries one line, `listening on ADDRESS`, for scripts; it is not a log line.
+//! stdout carries one line, for scripts, once the server accepts connections: `listening on
+//! ADDRESS`, or under `--json-output` the JSON log line that says so, the address in
+//! `fields.address` (the same line goes to stderr).
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -35,21 +38,45 @@ impl log::Log for Logger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let line = if JSON.load(Ordering::Relaxed) {
-            serde_json::json!({
-                "timestamp": timestamp(),
-                "level": record.level().as_str(),
-                "target": record.target(),
-                "fields": {"message": record.args().to_string()},
-            })
-            .to_string()
-        } else {
-            format!("{}: {}", record.level().as_str().to_lowercase(), record.args())
-        };
+        let line = line(record.level(), record.target(), &record.args().to_string(), None);
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
 
     fn flush(&self) {}
+}
+
+/// Says that the server accepts connections on `address`: its line on stdout, then the same as a
+/// log line on stderr (`listening on ADDRESS`, or under `--json-output` one JSON line for both,
+/// with `fields.address`).
+pub fn listening(address: SocketAddr) -> std::io::Result<()> {
+    let message = format!("listening on {address}");
+    let address = address.to_string();
+    let logged = line(log::Level::Info, env!("CARGO_CRATE_NAME"), &message, Some(&address));
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", if JSON.load(Ordering::Relaxed) { &logged } else { &message })?;
+    stdout.flush()?;
+    let _ = writeln!(std::io::stderr().lock(), "{logged}");
+    Ok(())
+}
+
+/// One log line: `level: message`, or under `--json-output` the JSON object, with the address
+/// in `fields` when one is given.
+fn line(level: log::Level, target: &str, message: &str, address: Option<&str>) -> String {
+    if JSON.load(Ordering::Relaxed) {
+        let mut fields = serde_json::json!({"message": message});
+        if let Some(address) = address {
+            fields["address"] = address.into();
+        }
+        serde_json::json!({
+            "timestamp": timestamp(),
+            "level": level.as_str(),
+            "target": target,
+            "fields": fields,
+        })
+        .to_string()
+    } else {
+        format!("{}: {message}", level.as_str().to_lowercase())
+    }
 }
 
 /// Now, in RFC 3339 (UTC, microseconds), without a date crate.

@@ -9,8 +9,9 @@
 //! `cargo run --release -p roformer-serve -- --model models/roformer-sst2 --port 8080`, or
 //! `cargo install --path serve` and `roformer-serve --model ...`.
 //!
-//! It prints `listening on HOST:PORT` once it accepts connections (`--port 0` picks a free port),
-//! and on SIGTERM or Ctrl-C stops accepting, finishes the requests in flight and exits 0.
+//! It prints `listening on HOST:PORT` once it accepts connections (`--port 0` picks a free port;
+//! under `--json-output`, a JSON line with the address in `fields.address`), and on SIGTERM or
+//! Ctrl-C stops accepting, finishes the requests in flight and exits 0.
 
 use std::sync::Arc;
 
@@ -50,8 +51,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
-    let args = Args::parse()?;
+    let args = Args::parse();
+    // Before the checks: under --json-output, a refused flag is a JSON line too.
     logs::set_json(args.json_output);
+    args.check()?;
     let seconds = |flag: &str, s: f64| {
         if s.is_finite() && s > 0.0 {
             Ok(std::time::Duration::from_secs_f64(s))
@@ -112,13 +115,7 @@ fn run() -> Result<()> {
         };
         let metrics_only = http::router::metrics_router(app.clone());
         http::listen::prometheus(&host, args.prometheus_port, metrics_only).await;
-        {
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "listening on {address}")?;
-            stdout.flush()?;
-        }
-        log::info!("listening on {address}");
+        logs::listening(address)?;
         if let Some(path) = &args.uds_path {
             log::info!("listening on {}", path.display());
         }

@@ -26,6 +26,7 @@ impl Logged {
             command.env_remove(var);
         }
         command.envs(env.iter().copied());
+        let json = flags.contains(&"--json-output") || env.contains(&("JSON_OUTPUT", "true"));
         let mut child = command.spawn().unwrap();
         let (tx, lines) = mpsc::channel();
         let stderr = child.stderr.take().unwrap();
@@ -36,9 +37,7 @@ impl Logged {
         });
         let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
         let address = match stdout.next() {
-            Some(Ok(line)) => {
-                line.strip_prefix("listening on ").unwrap_or_else(|| panic!("{line}")).to_string()
-            }
+            Some(Ok(line)) => listening_address(&line, json).unwrap_or_else(|| panic!("{line}")),
             _ => {
                 let _ = child.wait();
                 let log: Vec<String> = lines.try_iter().collect();
@@ -156,6 +155,75 @@ fn metrics_scrape_from_their_own_port_and_logs_parse_as_json() {
         "{log:?}"
     );
     assert_eq!(get(&format!("http://{}/metrics", second.address)).0, 200);
+}
+
+/// Under `--json-output` every line the server writes, on stdout and stderr, from its start through
+/// a request to its shutdown, is a JSON object; its one line on stdout gives the address it
+/// listens on in `fields.address`, as does the log line on stderr.
+#[cfg(unix)]
+#[test]
+fn json_output_makes_every_line_json_the_listening_address_included() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_roformer-serve"));
+    command
+        .args(["--model", &model("cls"), "--port", "0", "--prometheus-port", "0", "--json-output"])
+        .env_remove("JSON_OUTPUT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let stderr =
+        std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = match stdout.next() {
+        Some(Ok(line)) => line,
+        _ => {
+            let status = child.wait().unwrap();
+            let log: Vec<String> = stderr.join().unwrap();
+            panic!("the server stopped ({status}) before listening: {log:?}")
+        }
+    };
+    let parse = |line: &str| -> Value {
+        let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(
+            value["timestamp"].is_string()
+                && value["level"].is_string()
+                && value["fields"]["message"].is_string(),
+            "{line}"
+        );
+        value
+    };
+    let listening = parse(&first);
+    let address = listening["fields"]["address"].as_str().unwrap_or_else(|| panic!("no address: {first}"));
+    assert_eq!(listening["fields"]["message"], format!("listening on {address}"), "{first}");
+    assert_eq!(listening["level"], "INFO", "{first}");
+    let address: std::net::SocketAddr = address.parse().unwrap();
+    assert!(address.ip().is_loopback() && address.port() != 0, "{address}");
+
+    // It answers there.
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut response = agent
+        .post(format!("http://{address}/predict"))
+        .header("content-type", "application/json")
+        .send(r#"{"inputs": "a great film"}"#)
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{}", response.body_mut().read_to_string().unwrap());
+    // And refuses a malformed one.
+    let refused =
+        agent.post(format!("http://{address}/predict")).header("content-type", "application/json").send("{");
+    assert_eq!(refused.unwrap().status().as_u16(), 400);
+
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    let stdout: Vec<String> = std::iter::once(first).chain(stdout.map_while(Result::ok)).collect();
+    let stderr: Vec<String> = stderr.join().unwrap();
+    assert!(status.success(), "{status}: {stderr:?}");
+    assert_eq!(stdout.len(), 1, "{stdout:?}");
+    let logged: Vec<Value> = stderr.iter().map(|line| parse(line)).collect();
+    assert!(
+        logged.iter().any(|l| l["fields"]["address"].as_str() == Some(&address.to_string())),
+        "no log line with the address {address}: {stderr:?}"
+    );
 }
 
 #[cfg(unix)]

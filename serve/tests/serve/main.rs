@@ -34,8 +34,10 @@ struct Server {
 }
 
 impl Server {
-    /// Starts the server on a free port and waits for its `listening on` line.
+    /// Starts the server on a free port and waits for its `listening on` line (its JSON form
+    /// under `--json-output`).
     fn start(model: &str, flags: &[&str]) -> Self {
+        let json = flags.contains(&"--json-output");
         let mut child = Command::new(env!("CARGO_BIN_EXE_roformer-serve"))
             .args(["--model", model, "--port", "0"])
             .args(flags)
@@ -55,7 +57,7 @@ impl Server {
         let address = loop {
             match lines.next() {
                 Some(Ok(line)) => {
-                    if let Some(address) = line.strip_prefix("listening on ") {
+                    if let Some(address) = listening_address(&line, json) {
                         break address.parse::<SocketAddr>().unwrap();
                     }
                 }
@@ -137,6 +139,17 @@ impl Drop for Server {
 /// A sentence-transformers folder of the library's fixtures.
 fn st_model(name: &str) -> String {
     format!("{}/../tests/fixtures/sentence_transformers/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The address of the server's line on stdout once it listens: `listening on ADDRESS`, or under
+/// `--json-output` (`json`) a JSON log line that says so, the address in `fields.address`.
+fn listening_address(line: &str, json: bool) -> Option<String> {
+    if !json {
+        return line.strip_prefix("listening on ").map(str::to_string);
+    }
+    let line: Value = serde_json::from_str(line).ok()?;
+    let address = line["fields"]["address"].as_str()?;
+    (line["fields"]["message"].as_str()? == format!("listening on {address}")).then(|| address.to_string())
 }
 
 /// A checkpoint of the library's fixtures (tests/fixtures/pipelines at the workspace root).
