@@ -64,7 +64,7 @@ def progress_bar(show: bool, batches: int, desc: str = "Batches") -> Iterator[Op
         yield None
         return
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
     except ImportError:
         logger.warning("show_progress_bar=True needs tqdm (pip install tqdm): running without a bar")
         yield None

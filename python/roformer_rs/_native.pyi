@@ -5,16 +5,34 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import final
 
 __version__: str
+__all__ = [
+    "CrossEncoder",
+    "FillMask",
+    "Load",
+    "Paraphraser",
+    "QuestionAnswerer",
+    "RoformerError",
+    "RoformerOSError",
+    "RoformerTypeError",
+    "RoformerValueError",
+    "SentenceEncoder",
+    "SparseEncoder",
+    "TextClassifier",
+    "TokenClassifier",
+    "__version__",
+]
 
 class RoformerError(Exception): ...
 class RoformerOSError(RoformerError, OSError): ...
 class RoformerValueError(RoformerError, ValueError): ...
 class RoformerTypeError(RoformerError, TypeError): ...
 
-Progress = Optional[Callable[[int], Any]]
+_Progress = Optional[Callable[[int], Any]]
 
+@final
 class Load:
     def __new__(
         cls,
@@ -33,6 +51,7 @@ class Load:
     @property
     def threads(self) -> Optional[int]: ...
 
+@final
 class SentenceEncoder:
     def __new__(
         cls, model: str, load: Load, pooling: Optional[str] = None, normalize: Optional[bool] = None
@@ -43,10 +62,10 @@ class SentenceEncoder:
         prompt_name: Optional[str] = None,
         prompt: Optional[str] = None,
         batch_size: int = 32,
-        progress: Progress = None,
+        progress: _Progress = None,
     ) -> npt.NDArray[np.float32]: ...
     def token_embeddings(
-        self, texts: Sequence[str], batch_size: int = 32, progress: Progress = None
+        self, texts: Sequence[str], batch_size: int = 32, progress: _Progress = None
     ) -> List[npt.NDArray[np.float32]]: ...
     @property
     def dim(self) -> int: ...
@@ -63,20 +82,22 @@ class SentenceEncoder:
     @property
     def path(self) -> str: ...
 
+@final
 class CrossEncoder:
     def __new__(cls, model: str, load: Load) -> CrossEncoder: ...
     def predict(
-        self, pairs: Sequence[Sequence[str]], batch_size: int = 32, progress: Progress = None, raw: bool = False
+        self, pairs: Sequence[Sequence[str]], batch_size: int = 32, progress: _Progress = None, raw: bool = False
     ) -> npt.NDArray[np.float32]: ...
     @property
     def max_length(self) -> int: ...
     @property
     def path(self) -> str: ...
 
+@final
 class SparseEncoder:
     def __new__(cls, model: str, load: Load) -> SparseEncoder: ...
     def encode(
-        self, texts: Sequence[str], batch_size: int = 32, progress: Progress = None
+        self, texts: Sequence[str], batch_size: int = 32, progress: _Progress = None
     ) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int32], npt.NDArray[np.int64]]: ...
     @property
     def dim(self) -> int: ...
@@ -84,6 +105,7 @@ class SparseEncoder:
     def max_seq_length(self) -> int: ...
     def tokens(self, ids: Sequence[int]) -> List[Optional[str]]: ...
 
+@final
 class TextClassifier:
     def __new__(cls, model: Optional[str], load: Load) -> TextClassifier: ...
     def logits(
@@ -96,6 +118,7 @@ class TextClassifier:
     @property
     def problem_type_given(self) -> bool: ...
 
+@final
 class TokenClassifier:
     def __new__(cls, model: str, load: Load) -> TokenClassifier: ...
     def classify(
@@ -106,6 +129,7 @@ class TokenClassifier:
         batch_size: int = 32,
     ) -> List[List[Tuple[str, float, str, int, int, Optional[int]]]]: ...
 
+@final
 class QuestionAnswerer:
     def __new__(cls, model: str, load: Load) -> QuestionAnswerer: ...
     def answer(
@@ -121,6 +145,7 @@ class QuestionAnswerer:
         batch_size: int = 32,
     ) -> List[List[Tuple[str, float, int, int]]]: ...
 
+@final
 class FillMask:
     def __new__(cls, model: str, load: Load) -> FillMask: ...
     def fill(
@@ -129,6 +154,7 @@ class FillMask:
     @property
     def mask_token(self) -> str: ...
 
+@final
 class Paraphraser:
     def __new__(cls, model: str, load: Load) -> Paraphraser: ...
     def paraphrase(

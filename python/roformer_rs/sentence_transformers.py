@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -14,7 +14,6 @@ from . import _native
 from ._common import PathLike, batches, load_options, model_path, progress_bar, show_progress
 
 Embeddings = npt.NDArray[Any]
-SimilarityName = Literal["cosine", "dot", "euclidean", "manhattan"]
 
 
 def _similarity_fn_name(folder: str) -> str:
@@ -59,13 +58,13 @@ def similarity(a: Any, b: Any, similarity_fn_name: str = "cosine") -> npt.NDArra
     if similarity_fn_name == "cosine":
         xn = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
         yn = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
-        return (xn @ yn.T).astype(np.float32)
+        return np.asarray(xn @ yn.T, dtype=np.float32)
     if similarity_fn_name == "dot":
-        return (x @ y.T).astype(np.float32)
+        return np.asarray(x @ y.T, dtype=np.float32)
     if similarity_fn_name == "euclidean":
-        return (-np.sqrt(np.maximum(((x[:, None, :] - y[None, :, :]) ** 2).sum(-1), 0))).astype(np.float32)
+        return np.asarray(-np.sqrt(np.maximum(((x[:, None, :] - y[None, :, :]) ** 2).sum(-1), 0)), dtype=np.float32)
     if similarity_fn_name == "manhattan":
-        return (-np.abs(x[:, None, :] - y[None, :, :]).sum(-1)).astype(np.float32)
+        return np.asarray(-np.abs(x[:, None, :] - y[None, :, :]).sum(-1), dtype=np.float32)
     raise _native.RoformerValueError(
         f"unknown similarity_fn_name `{similarity_fn_name}` (cosine, dot, euclidean or manhattan)"
     )
@@ -90,8 +89,8 @@ def quantize_embeddings(
         starts = ranges[0, :]
         steps = (ranges[1, :] - ranges[0, :]) / 255
         if precision == "uint8":
-            return ((e - starts) / steps).astype(np.uint8)
-        return ((e - starts) / steps - 128).astype(np.int8)
+            return np.asarray((e - starts) / steps).astype(np.uint8)
+        return np.asarray((e - starts) / steps - 128).astype(np.int8)
     if precision == "binary":
         return (np.packbits(e > 0).reshape(e.shape[0], -1) - 128).astype(np.int8)
     if precision == "ubinary":
@@ -103,7 +102,7 @@ def quantize_embeddings(
 
 def _to_tensor(array: Any) -> Any:
     try:
-        import torch
+        import torch  # type: ignore[import-not-found, unused-ignore]
     except ImportError as e:
         raise ImportError("convert_to_tensor=True needs torch; roformer_rs returns numpy arrays without it") from e
     return torch.from_numpy(array)
@@ -327,7 +326,7 @@ class CrossEncoder:
         if activation_fn is not None and not callable(activation_fn):
             raise _native.RoformerTypeError(f"activation_fn is {type(activation_fn).__name__}, not callable")
         single = len(sentences) == 2 and all(isinstance(s, str) for s in sentences)
-        pairs = [sentences] if single else sentences
+        pairs: Sequence[Any] = [sentences] if single else sentences
         with progress_bar(show_progress(show_progress_bar), batches(len(pairs), batch_size)) as update:
             scores = self._model.predict(pairs, batch_size, update, activation_fn is not None)
         if activation_fn is not None:
@@ -419,7 +418,7 @@ class SparseEncoder:
         """A `scipy.sparse.csr_array` [n, vocabulary] (one row for one string), in input order;
         `max_active_dims` keeps each row's largest values."""
         try:
-            from scipy.sparse import csr_array
+            from scipy.sparse import csr_array  # type: ignore[import-untyped, unused-ignore]
         except ImportError as e:
             raise ImportError("SparseEncoder.encode returns scipy.sparse.csr_array: pip install scipy") from e
         texts = [sentences] if isinstance(sentences, str) else sentences
