@@ -4,7 +4,7 @@
 //!
 //! - `errors`: the exception classes and how the crate's errors map onto them;
 //! - `inputs`: texts and pairs read from Python objects, each wrong item named by its index;
-//! - `load`: the loading options every class takes ([`load::Load`]);
+//! - `load`: the loading options every class takes (`load::Load`);
 //! - `batches`: a call's inputs run batch by batch, the GIL released for each and taken between
 //!   them for Ctrl-C and the progress bar;
 //! - `encoders`: `SentenceEncoder`, `CrossEncoder`, `SparseEncoder` (sentence-transformers);
