@@ -92,7 +92,16 @@ fn run() -> Result<()> {
     while let Some((number, line)) = lines.next_line()? {
         sentences.push(line.map_err(|m| anyhow::anyhow!("{}:{number}: {m}", args.input))?);
     }
+    let start = std::time::Instant::now();
     let embeddings = encoder.encode(&sentences)?;
+    let elapsed = start.elapsed().as_secs_f64();
+    // The rate of the encoding alone (tokenization included, loading and writing not), as classify
+    // prints its own: what scripts/bench/bench_python.py holds the Python binding against.
+    eprintln!(
+        "{} sentences in {elapsed:.2} s ({:.1} sentences/s)",
+        embeddings.len(),
+        embeddings.len() as f64 / elapsed.max(1e-9)
+    );
 
     if let Some(query) = &args.query {
         let q = encoder.encode(&[query])?.remove(0);
