@@ -27,19 +27,6 @@ fn matrix(py: Python<'_>, rows: Vec<Vec<f32>>, dim: usize) -> PyResult<Bound<'_,
     Ok(array.into_pyarray(py))
 }
 
-fn load_model<T>(
-    py: Python<'_>,
-    model: &str,
-    load: &Load,
-    from: impl FnOnce(&str, roformer::PipelineOptions) -> roformer::Result<T> + Send,
-) -> PyResult<T>
-where
-    T: Send,
-{
-    let options = load.options();
-    py.detach(|| from(model, options)).or_raise()
-}
-
 /// A sentence encoder: any RoFormer checkpoint, or a sentence-transformers folder.
 #[pyclass(frozen, module = "roformer_rs._native")]
 pub struct SentenceEncoder {
@@ -66,8 +53,7 @@ impl SentenceEncoder {
         if let Some(normalize) = normalize {
             load = load.with(|o| Ok(o.with_normalize(normalize)))?;
         }
-        let inner =
-            load_model(py, model, &load, |m, o| roformer::SentenceEncoder::from_pretrained_with(m, o))?;
+        let inner = load.load(py, |o| roformer::SentenceEncoder::from_pretrained_with(model, o))?;
         Ok(Self { inner })
     }
 
@@ -186,7 +172,7 @@ pub struct CrossEncoder {
 impl CrossEncoder {
     #[new]
     fn new(py: Python<'_>, model: &str, load: &Load) -> PyResult<Self> {
-        let inner = load_model(py, model, load, |m, o| roformer::Reranker::from_pretrained_with(m, o))?;
+        let inner = load.load(py, |o| roformer::Reranker::from_pretrained_with(model, o))?;
         Ok(Self { inner })
     }
 
@@ -237,7 +223,7 @@ pub struct SparseEncoder {
 impl SparseEncoder {
     #[new]
     fn new(py: Python<'_>, model: &str, load: &Load) -> PyResult<Self> {
-        let inner = load_model(py, model, load, |m, o| roformer::SparseEncoder::from_pretrained_with(m, o))?;
+        let inner = load.load(py, |o| roformer::SparseEncoder::from_pretrained_with(model, o))?;
         Ok(Self { inner })
     }
 

@@ -8,7 +8,7 @@ use candle_core::{DType, Device};
 use pyo3::prelude::*;
 use roformer::{PipelineOptions, Quantization};
 
-use crate::errors::value_error;
+use crate::errors::{value_error, OrRaise};
 use crate::inputs::at_least_one;
 
 /// Texts per forward pass inside the library: the binding hands it one batch at a time (see
@@ -106,6 +106,17 @@ impl Load {
     /// The pipeline options, for a library constructor.
     pub fn options(&self) -> PipelineOptions {
         self.options.clone()
+    }
+
+    /// A model loaded with these options by `from` (a library constructor), without the GIL: reading
+    /// and repacking weights takes seconds.
+    pub fn load<T: Send>(
+        &self,
+        py: Python<'_>,
+        from: impl FnOnce(PipelineOptions) -> roformer::Result<T> + Send,
+    ) -> PyResult<T> {
+        let options = self.options();
+        py.detach(|| from(options)).or_raise()
     }
 
     /// These options, changed by `change` (a class's own options: a sentence encoder's pooling).

@@ -15,15 +15,6 @@ use crate::errors::{value_error, OrRaise};
 use crate::inputs::{at_least_one, texts};
 use crate::load::Load;
 
-fn load_with<T: Send>(
-    py: Python<'_>,
-    load: &Load,
-    from: impl FnOnce(roformer::PipelineOptions) -> roformer::Result<T> + Send,
-) -> PyResult<T> {
-    let options = load.options();
-    py.detach(|| from(options)).or_raise()
-}
-
 /// Sequence classification (and regression), one text or one pair per input.
 #[pyclass(frozen, module = "roformer_rs._native")]
 pub struct TextClassifier {
@@ -36,7 +27,7 @@ impl TextClassifier {
     #[new]
     #[pyo3(signature = (model, load))]
     fn new(py: Python<'_>, model: Option<&str>, load: &Load) -> PyResult<Self> {
-        let inner = load_with(py, load, |o| match model {
+        let inner = load.load(py, |o| match model {
             Some(m) => roformer::TextClassifier::from_pretrained_with(m, o),
             None => roformer::TextClassifier::bundled_with(o),
         })?;
@@ -122,7 +113,7 @@ pub struct TokenClassifier {
 impl TokenClassifier {
     #[new]
     fn new(py: Python<'_>, model: &str, load: &Load) -> PyResult<Self> {
-        let inner = load_with(py, load, |o| roformer::TokenClassifier::from_pretrained_with(model, o))?;
+        let inner = load.load(py, |o| roformer::TokenClassifier::from_pretrained_with(model, o))?;
         Ok(Self { inner })
     }
 
@@ -171,7 +162,7 @@ pub struct QuestionAnswerer {
 impl QuestionAnswerer {
     #[new]
     fn new(py: Python<'_>, model: &str, load: &Load) -> PyResult<Self> {
-        let inner = load_with(py, load, |o| roformer::QuestionAnswerer::from_pretrained_with(model, o))?;
+        let inner = load.load(py, |o| roformer::QuestionAnswerer::from_pretrained_with(model, o))?;
         Ok(Self { inner })
     }
 
@@ -238,7 +229,7 @@ pub struct FillMask {
 impl FillMask {
     #[new]
     fn new(py: Python<'_>, model: &str, load: &Load) -> PyResult<Self> {
-        let inner = load_with(py, load, |o| roformer::FillMask::from_pretrained_with(model, o))?;
+        let inner = load.load(py, |o| roformer::FillMask::from_pretrained_with(model, o))?;
         Ok(Self { inner })
     }
 
@@ -303,7 +294,7 @@ pub struct Paraphraser {
 impl Paraphraser {
     #[new]
     fn new(py: Python<'_>, model: &str, load: &Load) -> PyResult<Self> {
-        let inner = load_with(py, load, |o| roformer::Paraphraser::from_pretrained_with(model, o))?;
+        let inner = load.load(py, |o| roformer::Paraphraser::from_pretrained_with(model, o))?;
         Ok(Self { inner })
     }
 

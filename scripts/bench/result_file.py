@@ -89,7 +89,8 @@ def system_row(system, version, precision, label, sentences_per_s, model="base",
             "label_agreement": label_agreement, "max_abs_prob_diff": max_abs_prob_diff, **extra}
 
 
-def write(bench, level, versions, workload, systems, run="1", family=None, gpu=None, note=None, folder=RESULTS):
+def write(bench, level, versions, workload, systems, run="1", family=None, gpu=None, note=None, folder=RESULTS,
+          kind=None):
     """Writes benchmarks/results/DATE-FAMILY-COMMIT.json (-2, -3, ... when that exists) and returns its path."""
     cpu = cpu_info()
     family = family or cpu.pop("family")
@@ -101,6 +102,8 @@ def write(bench, level, versions, workload, systems, run="1", family=None, gpu=N
            "source": f"{bench}, run on this machine", "systems": systems}
     if note:
         doc["note"] = note
+    if kind:
+        doc["kind"] = kind
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{date}-{family}-{commit or 'nogit'}"
     path, n = folder / f"{stem}.json", 1
