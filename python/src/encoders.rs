@@ -46,14 +46,16 @@ impl SentenceEncoder {
         pooling: Option<&str>,
         normalize: Option<bool>,
     ) -> PyResult<Self> {
-        let mut load = load.clone();
-        if let Some(pooling) = pooling {
-            load = load.with(|o| Ok(o.with_pooling(pooling.parse().map_err(crate::errors::to_py)?)))?;
-        }
-        if let Some(normalize) = normalize {
-            load = load.with(|o| Ok(o.with_normalize(normalize)))?;
-        }
-        let inner = load.load(py, |o| roformer::SentenceEncoder::from_pretrained_with(model, o))?;
+        let pooling = pooling.map(str::parse::<roformer::Pooling>).transpose().or_raise()?;
+        let inner = load.load(py, |mut options| {
+            if let Some(pooling) = pooling {
+                options = options.with_pooling(pooling);
+            }
+            if let Some(normalize) = normalize {
+                options = options.with_normalize(normalize);
+            }
+            roformer::SentenceEncoder::from_pretrained_with(model, options)
+        })?;
         Ok(Self { inner })
     }
 

@@ -17,7 +17,6 @@ pub const ONE_BATCH: usize = 1 << 20;
 
 /// Loading options, checked when made.
 #[pyclass(frozen, module = "roformer_rs._native")]
-#[derive(Clone)]
 pub struct Load {
     options: PipelineOptions,
     precision: &'static str,
@@ -103,11 +102,6 @@ impl Load {
 }
 
 impl Load {
-    /// The pipeline options, for a library constructor.
-    pub fn options(&self) -> PipelineOptions {
-        self.options.clone()
-    }
-
     /// A model loaded with these options by `from` (a library constructor), without the GIL: reading
     /// and repacking weights takes seconds.
     pub fn load<T: Send>(
@@ -115,16 +109,7 @@ impl Load {
         py: Python<'_>,
         from: impl FnOnce(PipelineOptions) -> roformer::Result<T> + Send,
     ) -> PyResult<T> {
-        let options = self.options();
+        let options = self.options.clone();
         py.detach(|| from(options)).or_raise()
-    }
-
-    /// These options, changed by `change` (a class's own options: a sentence encoder's pooling).
-    pub fn with(
-        mut self,
-        change: impl FnOnce(PipelineOptions) -> PyResult<PipelineOptions>,
-    ) -> PyResult<Self> {
-        self.options = change(self.options)?;
-        Ok(self)
     }
 }

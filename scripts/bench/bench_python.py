@@ -7,7 +7,8 @@
   the Linear layers), and against the crate's own `embed` example at each precision (the binding's cost: both
   timed the same way, one `encode` call over the whole file in a new process);
 - `pipeline("text-classification")`: roformer_rs against transformers' pipeline on torch f32, the sentences given
-  to both sorted by length, batches of 32.
+  to both sorted by length, batches of 32;
+- fastembed (ONNX Runtime), where installed, on the same encoder exported to ONNX (f32) with mean pooling.
 
 Usage:
     python3 -m venv .venv && .venv/bin/pip install ./python torch "transformers>=5" "sentence-transformers>=6"
@@ -15,7 +16,8 @@ Usage:
     .venv/bin/python scripts/bench/bench_python.py [--data ../shared/data/glue/SST-2/dev.tsv] [--runs 3]
 
 Each figure is sentences/s, the median of --runs passes after a warm-up pass (model load excluded; tokenization
-included); the embed example's is the median of --runs processes, each timing its own `encode` call. Agreement is
+included); the binding's cost is the median of --cold-runs new processes on each side, the wheel's and the embed
+example's alternated, each timing its one `encode` call. Agreement is
 against sentence-transformers f32 (the largest absolute difference of an embedding value, and the smallest cosine
 similarity of a row), or transformers' f32 pipeline (labels equal, largest score difference). A result file goes
 to benchmarks/results/ (`"kind": "python"`) unless --no-result-file.
@@ -66,6 +68,32 @@ def sentence_transformers_folder(base, tok):
         "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
     }))
     return folder
+
+
+def fastembed_folder(folder):
+    """The encoder of the sentence-transformers folder exported to ONNX (f32, the last hidden state) beside its
+    tokenizer files: what fastembed loads from a local path."""
+    out = OUT / "fastembed-base"
+    if (out / "model.onnx").exists():
+        return out
+    from transformers import RoFormerModel
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"):
+        if (folder / name).exists():
+            (out / name).write_bytes((folder / name).read_bytes())
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    config["model_max_length"] = 128  # the sentence-transformers folder's max_seq_length
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    model = RoFormerModel.from_pretrained(folder).eval()
+    ids = torch.ones(2, 8, dtype=torch.long)
+    axes = {0: "batch", 1: "sequence"}
+    torch.onnx.export(model, (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out / "model.onnx"),
+                      input_names=["input_ids", "attention_mask", "token_type_ids"],
+                      output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                      dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                    "last_hidden_state": axes})
+    return out
 
 
 def median_rate(count, run, runs):
@@ -134,6 +162,7 @@ def main():
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "glue" / "SST-2" / "dev.tsv"))
     parser.add_argument("--vocab", default=str(ROOT.parent / "shared" / "data" / "vocab" / "bert-base-uncased"))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cold-runs", type=int, default=5, help="new processes per side for the binding's cost")
     parser.add_argument("--no-result-file", action="store_true")
     args = parser.parse_args()
 
@@ -174,17 +203,44 @@ def main():
     row("sentence-transformers int8 (torch dynamic)", rate, **agreement(out, st_f32))
     del st, st_int8
 
-    # The wheel, and the Rust example at the same precision.
+    # fastembed (ONNX Runtime) on the same encoder exported to ONNX, mean pooling; sentences sorted by length,
+    # since it batches in the order given.
+    try:
+        from fastembed import TextEmbedding
+        from fastembed.common.model_description import ModelSource, PoolingType
+    except ImportError:
+        print("fastembed is not installed: its row is left out")
+    else:
+        import fastembed
+
+        TextEmbedding.add_custom_model(model="local/roformer-base", pooling=PoolingType.MEAN, normalization=False,
+                                       sources=ModelSource(hf="local/roformer-base"), dim=768, model_file="model.onnx")
+        fe = TextEmbedding(model_name="local/roformer-base", specific_model_path=str(fastembed_folder(folder)),
+                           threads=THREADS)
+        order = sorted(range(n), key=lambda i: len(sentences[i]))
+        rate, out = median_rate(n, lambda: np.stack(list(fe.embed([sentences[i] for i in order], batch_size=BATCH))),
+                                args.runs)
+        back = np.empty_like(out)
+        back[order] = out
+        row(f"fastembed {fastembed.__version__} f32 (ONNX Runtime)", rate, **agreement(back, st_f32))
+        del fe
+
+    # The wheel, and the Rust example at the same precision: the wheel's own rate (warm, as the peers'), and
+    # one call in a new process for both, alternated so that the machine's drift falls on both alike.
     for precision, flags in (("float32", []), ("int8", ["--quantize", "int8"]), ("bfloat16", ["--dtype", "bf16"])):
         model = roformer_rs.SentenceEncoder(folder, precision=precision, threads=THREADS)
         rate, ours = median_rate(n, lambda: model.encode(sentences, batch_size=BATCH), args.runs)
-        rust_rate, rust = embed_example_rate(folder, sentences_file, flags, args.runs)
-        cold = binding_cold_rate(folder, sentences_file, precision, args.runs)
+        del model
+        cold, rust_rates, rust = [], [], None
+        for _ in range(args.cold_runs):
+            rust_rate, rust = embed_example_rate(folder, sentences_file, flags, 1)
+            rust_rates.append(rust_rate)
+            cold.append(binding_cold_rate(folder, sentences_file, precision, 1))
+        cold_rate, rust_rate = statistics.median(cold), statistics.median(rust_rates)
         row(f"roformer_rs {precision}", rate, **agreement(ours, st_f32),
             vs_sentence_transformers_f32=rate / st_rate, equal_to_embed_example=bool(np.array_equal(ours, rust)))
-        row(f"roformer_rs {precision}, one call in a new process", cold, vs_embed_example=cold / rust_rate)
+        row(f"roformer_rs {precision}, one call in a new process", cold_rate, vs_embed_example=cold_rate / rust_rate)
         row(f"embed example {precision}, one call in a new process", rust_rate)
-        del model
 
     # transformers' text-classification pipeline against the wheel's.
     by_length = sorted(sentences, key=len)
@@ -209,7 +265,8 @@ def main():
         systems = []
         for name, r in results.items():
             system = ("roformer" if name.startswith("roformer_rs") else "roformer-embed" if name.startswith("embed")
-                      else "transformers" if name.startswith("transformers") else "sentence-transformers")
+                      else "transformers" if name.startswith("transformers") else "fastembed"
+                      if name.startswith("fastembed") else "sentence-transformers")
             extra = {k: v for k, v in r.items() if k != "sentences_per_s"}
             precision = result_file.precision_of(name.replace("bfloat16", "bf16").replace("float32", "f32"))
             systems.append(result_file.system_row(system, None, precision, name, r["sentences_per_s"], **extra))
