@@ -161,6 +161,13 @@ class SentenceEncoder:
         """Inputs are cut to this many tokens, special tokens included."""
         return int(self._model.max_seq_length)
 
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        # sentence-transformers lets it be set after loading; here the tokenizer is built with it.
+        raise AttributeError(
+            f"max_seq_length is set when the model loads: SentenceEncoder(..., max_seq_length={value})"
+        )
+
     @property
     def precision(self) -> str:
         """The model's precision: float32, int8 or bfloat16."""

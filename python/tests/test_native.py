@@ -166,6 +166,15 @@ def test_bad_options_are_value_errors():
         model.encode(["a"], prompt_name="query")
 
 
+def test_max_seq_length_is_set_at_load():
+    model = SentenceEncoder(fixture("sentence_transformers", "old_mean"), max_seq_length=8)
+    assert model.max_seq_length == 8
+    long = " ".join(["word"] * 40)
+    assert np.array_equal(model.encode([long]), model.encode([" ".join(["word"] * 6)]))
+    with pytest.raises(AttributeError, match=r"max_seq_length=16"):
+        model.max_seq_length = 16
+
+
 def test_an_input_of_the_wrong_type_names_its_index():
     model = SentenceEncoder(fixture("pipelines", "sim"))
     with pytest.raises(TypeError, match=r"sentences\[2\] is int, not str") as e:
