@@ -232,6 +232,15 @@ impl Error {
         Error::Config { path: None, field: field.to_string(), message: message.into() }
     }
 
+    /// A field of the JSON file at `path` at fault.
+    pub(crate) fn config_in(
+        path: &std::path::Path,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Config { path: Some(path.to_path_buf()), field: field.into(), message: message.into() }
+    }
+
     pub(crate) fn option(option: &str, message: impl Into<String>) -> Self {
         Error::InvalidOption { option: option.to_string(), message: message.into() }
     }

@@ -13,11 +13,7 @@ pub(crate) fn optional_bool(config: &Value, field: &str, path: &Path) -> Result<
     match config.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(Error::Config {
-            path: Some(path.to_path_buf()),
-            field: field.into(),
-            message: format!("{other} is not a boolean"),
-        }),
+        Some(other) => Err(Error::config_in(path, field, format!("{other} is not a boolean"))),
     }
 }
 

@@ -169,11 +169,9 @@ impl ModelFiles {
     pub(crate) fn read_json_object_if_exists(&self, name: &str) -> Result<Option<Value>> {
         let config = self.read_json_if_exists(name)?;
         match &config {
-            Some(value) if !value.is_object() => Err(Error::Config {
-                path: Some(self.path(name)),
-                field: String::new(),
-                message: format!("expected a JSON object, found {value}"),
-            }),
+            Some(value) if !value.is_object() => {
+                Err(Error::config_in(&self.path(name), "", format!("expected a JSON object, found {value}")))
+            }
             _ => Ok(config),
         }
     }

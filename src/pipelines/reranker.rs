@@ -62,13 +62,13 @@ impl Reranker {
     pub fn from_classifier(mut classifier: TextClassifier) -> Result<Self> {
         let labels = classifier.config().num_labels();
         if labels != 1 {
-            return Err(Error::Config {
-                path: Some(classifier.path().join("config.json")),
-                field: "num_labels".into(),
-                message: format!(
+            return Err(Error::config_in(
+                &classifier.path().join("config.json"),
+                "num_labels",
+                format!(
                     "a reranker scores with one label, and this checkpoint has {labels}: use TextClassifier::classify_pairs for it"
                 ),
-            });
+            ));
         }
         if let Some(transformer) = cross_encoder_transformer(&classifier.pipeline.files)? {
             transformer.apply(&mut classifier.pipeline)?;
@@ -165,11 +165,11 @@ fn sigmoid_by_default(files: &ModelFiles) -> Result<bool> {
             Some(Value::String(name)) if name.ends_with(".Sigmoid") => return Ok(true),
             Some(Value::String(name)) if name.ends_with(".Identity") => return Ok(false),
             Some(other) => {
-                return Err(Error::Config {
-                    path: Some(path),
-                    field: field.into(),
-                    message: format!("{other} is not supported (torch.nn.Sigmoid or torch.nn.Identity)"),
-                })
+                return Err(Error::config_in(
+                    &path,
+                    field,
+                    format!("{other} is not supported (torch.nn.Sigmoid or torch.nn.Identity)"),
+                ))
             }
         }
     }

@@ -94,10 +94,6 @@ impl Kind {
     }
 }
 
-fn config_error(path: &Path, field: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::Config { path: Some(path.to_path_buf()), field: field.into(), message: message.into() }
-}
-
 /// The modules `modules.json` lists, in order, after the Transformer module (which must come
 /// first, as the folder itself), with that module's config; `None` when the folder has none.
 struct ModuleList {
@@ -113,7 +109,7 @@ impl ModuleList {
         let modules_path = files.path("modules.json");
         let Some(list) = files.read_json_if_exists("modules.json")? else { return Ok(None) };
         let entries = list.as_array().ok_or_else(|| {
-            config_error(&modules_path, "", "expected a list of modules ({\"type\", \"path\", ...})")
+            Error::config_in(&modules_path, "", "expected a list of modules ({\"type\", \"path\", ...})")
         })?;
         let mut kinds = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
@@ -122,12 +118,12 @@ impl ModuleList {
                 entry
                     .get(name)
                     .and_then(Value::as_str)
-                    .ok_or_else(|| config_error(&modules_path, field(name), "missing, or not a string"))
+                    .ok_or_else(|| Error::config_in(&modules_path, field(name), "missing, or not a string"))
             };
             let type_name = text("type")?;
             let kind = Kind::from_type(type_name).ok_or_else(|| {
                 let known: Vec<&str> = Kind::NAMES.iter().map(|(n, _)| *n).collect();
-                config_error(
+                Error::config_in(
                     &modules_path,
                     field("type"),
                     format!("module `{type_name}` is not supported (supported: {})", known.join(", ")),
@@ -135,7 +131,7 @@ impl ModuleList {
             })?;
             let sub = text("path")?;
             if Path::new(sub).components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-                return Err(config_error(
+                return Err(Error::config_in(
                     &modules_path,
                     field("path"),
                     format!("`{sub}` is not a subfolder"),
@@ -147,14 +143,18 @@ impl ModuleList {
         let transformer = match after.next() {
             Some((Kind::Transformer, sub, _)) if sub.is_empty() => TransformerConfig::read(files, task)?,
             Some((Kind::Transformer, sub, field)) => {
-                return Err(config_error(
+                return Err(Error::config_in(
                     &modules_path,
                     field,
                     format!("the Transformer module must be the folder itself, not `{sub}`"),
                 ))
             }
             _ => {
-                return Err(config_error(&modules_path, "[0].type", "the first module must be a Transformer"))
+                return Err(Error::config_in(
+                    &modules_path,
+                    "[0].type",
+                    "the first module must be a Transformer",
+                ))
             }
         };
         Ok(Some(Self { transformer, after: after.collect(), path: modules_path }))
@@ -181,7 +181,7 @@ impl SentenceTransformers {
         let mut pooling = match iter.next() {
             Some((Kind::Pooling, sub, _)) => Pooling::read(&files.sub(&sub), hidden_size)?,
             Some((Kind::SpladePooling, _, field)) => {
-                return Err(config_error(
+                return Err(Error::config_in(
                     &modules_path,
                     field,
                     "a SpladePooling module makes sparse embeddings: load the folder with SparseEncoder \
@@ -189,14 +189,14 @@ impl SentenceTransformers {
                 ))
             }
             Some((_, _, field)) => {
-                return Err(config_error(
+                return Err(Error::config_in(
                     &modules_path,
                     field,
                     "a Pooling module must follow the Transformer",
                 ))
             }
             None => {
-                return Err(config_error(
+                return Err(Error::config_in(
                     &modules_path,
                     "",
                     "no Pooling module: the folder gives token embeddings, not sentence embeddings",
@@ -227,7 +227,7 @@ impl SentenceTransformers {
                 }
                 Kind::Normalize => Module::Normalize(Normalize),
                 Kind::Transformer | Kind::Pooling | Kind::SpladePooling => {
-                    return Err(config_error(
+                    return Err(Error::config_in(
                         &modules_path,
                         field,
                         "only Dense and Normalize may follow the Pooling",
@@ -280,11 +280,11 @@ fn read_prompts(config: &Value, config_path: &Path) -> Result<(BTreeMap<String, 
     if let Some(map) = config.get("prompts").filter(|p| !p.is_null()) {
         let map = map
             .as_object()
-            .ok_or_else(|| config_error(config_path, "prompts", "expected an object of prompt texts"))?;
+            .ok_or_else(|| Error::config_in(config_path, "prompts", "expected an object of prompt texts"))?;
         for (name, text) in map {
-            let text = text
-                .as_str()
-                .ok_or_else(|| config_error(config_path, format!("prompts.{name}"), "expected a string"))?;
+            let text = text.as_str().ok_or_else(|| {
+                Error::config_in(config_path, format!("prompts.{name}"), "expected a string")
+            })?;
             prompts.insert(name.clone(), text.to_string());
         }
     }
@@ -292,7 +292,7 @@ fn read_prompts(config: &Value, config_path: &Path) -> Result<(BTreeMap<String, 
         None | Some(Value::Null) => None,
         Some(Value::String(name)) if prompts.contains_key(name) => Some(name.clone()),
         Some(other) => {
-            return Err(config_error(
+            return Err(Error::config_in(
                 config_path,
                 "default_prompt_name",
                 format!("{other} is not one of the prompts ({})", names(&prompts)),
@@ -312,7 +312,7 @@ pub(super) fn cross_encoder_transformer(files: &ModelFiles) -> Result<Option<Tra
     };
     match after.first() {
         Some((_, _, field)) => {
-            Err(config_error(&path, field, "a CrossEncoder folder has no module after its Transformer"))
+            Err(Error::config_in(&path, field, "a CrossEncoder folder has no module after its Transformer"))
         }
         None => Ok(Some(transformer)),
     }
@@ -335,16 +335,16 @@ impl SparseFolder {
         let pooling = match after.as_slice() {
             [(Kind::SpladePooling, sub, _)] => SpladePooling::read(&files.sub(sub))?,
             [] => {
-                return Err(config_error(
+                return Err(Error::config_in(
                     &path,
                     "",
                     "no SpladePooling module: the folder gives token embeddings, not sparse embeddings",
                 ))
             }
             [(Kind::SpladePooling, _, _), (_, _, field), ..] => {
-                return Err(config_error(&path, field, "nothing may follow the SpladePooling module"))
+                return Err(Error::config_in(&path, field, "nothing may follow the SpladePooling module"))
             }
-            [(_, _, field), ..] => return Err(config_error(
+            [(_, _, field), ..] => return Err(Error::config_in(
                 &path,
                 field,
                 "a SparseEncoder folder has a SpladePooling module here (a SentenceEncoder reads the others)",
@@ -404,7 +404,7 @@ fn positive(config: &Value, path: &Path, field: &str) -> Result<Option<usize>> {
             .as_u64()
             .filter(|&n| n > 0)
             .map(|n| Some(n as usize))
-            .ok_or_else(|| config_error(path, field, format!("{value} is not a positive integer"))),
+            .ok_or_else(|| Error::config_in(path, field, format!("{value} is not a positive integer"))),
     }
 }
 
@@ -451,9 +451,15 @@ impl Task {
                 Some("feature-extraction") => "SentenceEncoder",
                 Some("fill-mask") => "SparseEncoder (roformer-serve: --pooling splade)",
                 Some("sequence-classification") => "Reranker",
-                _ => return Err(config_error(path, "transformer_task", format!("{value} is not supported"))),
+                _ => {
+                    return Err(Error::config_in(
+                        path,
+                        "transformer_task",
+                        format!("{value} is not supported"),
+                    ))
+                }
             };
-            return Err(config_error(
+            return Err(Error::config_in(
                 path,
                 "transformer_task",
                 format!("{value}: load the folder with {reader} (this reader needs `{task}`)"),
@@ -462,14 +468,14 @@ impl Task {
         let modality =
             serde_json::json!({"text": {"method": "forward", "method_output_name": method_output}});
         if let Some(value) = set("modality_config").filter(|v| **v != modality) {
-            return Err(config_error(
+            return Err(Error::config_in(
                 path,
                 "modality_config",
                 format!("{value} is not supported (only {modality})"),
             ));
         }
         if let Some(value) = set("module_output_name").filter(|v| v.as_str() != Some(module_output)) {
-            return Err(config_error(
+            return Err(Error::config_in(
                 path,
                 "module_output_name",
                 format!("{value} is not supported (only `{module_output}`)"),
@@ -477,7 +483,7 @@ impl Task {
         }
         if let Some(value) = set("processing_kwargs").filter(|v| v.as_object().is_none_or(|o| !o.is_empty()))
         {
-            return Err(config_error(
+            return Err(Error::config_in(
                 path,
                 "processing_kwargs",
                 format!("{value}: per-call processing is not supported"),
@@ -485,7 +491,7 @@ impl Task {
         }
         for field in ["query_length", "document_length", "query_expansion"] {
             if let Some(value) = set(field) {
-                return Err(config_error(
+                return Err(Error::config_in(
                     path,
                     field,
                     format!("{value}: multi-vector settings are not supported"),
@@ -561,10 +567,10 @@ impl Pooling {
         let path = &module.path("config.json");
         let config = module
             .read_json_object_if_exists("config.json")?
-            .ok_or_else(|| config_error(path, "", "missing: the Pooling module's config"))?;
+            .ok_or_else(|| Error::config_in(path, "", "missing: the Pooling module's config"))?;
         let mode_error = |field: &str, value: &Value| {
             let known: Vec<&str> = Mode::NAMES.iter().map(|(n, _, _)| *n).collect();
-            config_error(path, field, format!("{value} is not a pooling mode ({})", known.join(", ")))
+            Error::config_in(path, field, format!("{value} is not a pooling mode ({})", known.join(", ")))
         };
         let by_name = |field: &str, value: &Value| {
             value
@@ -598,7 +604,7 @@ impl Pooling {
         for field in ["embedding_dimension", "word_embedding_dimension"] {
             if let Some(value) = config.get(field) {
                 if value.as_u64() != Some(hidden_size as u64) {
-                    return Err(config_error(
+                    return Err(Error::config_in(
                         path,
                         field,
                         format!("{value}, but the transformer's hidden_size is {hidden_size}"),
@@ -680,17 +686,17 @@ impl Dense {
         let path = module.path("config.json");
         let config = module
             .read_json_object_if_exists("config.json")?
-            .ok_or_else(|| config_error(&path, "", "missing: the Dense module's config"))?;
+            .ok_or_else(|| Error::config_in(&path, "", "missing: the Dense module's config"))?;
         let size = |field: &str| {
             config
                 .get(field)
                 .and_then(Value::as_u64)
                 .map(|n| n as usize)
-                .ok_or_else(|| config_error(&path, field, "missing, or not a size"))
+                .ok_or_else(|| Error::config_in(&path, field, "missing, or not a size"))
         };
         let (in_features, out_features) = (size("in_features")?, size("out_features")?);
         if in_features != in_dim {
-            return Err(config_error(
+            return Err(Error::config_in(
                 &path,
                 "in_features",
                 format!("{in_features}, but the module before gives vectors of {in_dim}"),
@@ -703,7 +709,7 @@ impl Dense {
                 None | Some(Value::Null) => {}
                 Some(Value::String(name)) if name == "sentence_embedding" => {}
                 Some(other) => {
-                    return Err(config_error(
+                    return Err(Error::config_in(
                         &path,
                         field,
                         format!("{other}: only \"sentence_embedding\" is supported"),
@@ -715,14 +721,14 @@ impl Dense {
         let activation = match config.get("activation_function") {
             None => Activation::Tanh,
             Some(Value::String(name)) => torch_activation(name).ok_or_else(|| {
-                config_error(
+                Error::config_in(
                     &path,
                     "activation_function",
                     format!("`{name}` is not supported (torch.nn Tanh, Identity, ReLU, GELU or SiLU)"),
                 )
             })?,
             Some(other) => {
-                return Err(config_error(
+                return Err(Error::config_in(
                     &path,
                     "activation_function",
                     format!("{other} is not the class name of a torch.nn activation"),

@@ -28,10 +28,12 @@ impl SpladePooling {
                 None => Ok(None),
                 Some(value) => {
                     value.as_str().and_then(|v| choices.iter().position(|c| *c == v)).map(Some).ok_or_else(
-                        || Error::Config {
-                            path: Some(path.clone()),
-                            field: field.into(),
-                            message: format!("{value} is not one of {}", choices.join(", ")),
+                        || {
+                            Error::config_in(
+                                &path,
+                                field,
+                                format!("{value} is not one of {}", choices.join(", ")),
+                            )
                         },
                     )
                 }

@@ -154,11 +154,11 @@ impl TokenClassifier {
     pub fn from_pretrained_with(model: impl AsRef<Path>, options: PipelineOptions) -> Result<Self> {
         let pipeline: Pipeline<RoFormerForTokenClassification> = Pipeline::load(model.as_ref(), options)?;
         if pipeline.config.id2label.is_none() {
-            return Err(Error::Config {
-                path: Some(pipeline.files.path("config.json")),
-                field: "id2label".into(),
-                message: "a token classifier needs the names of its labels (B-PER, I-PER, O, ...)".into(),
-            });
+            return Err(Error::config_in(
+                &pipeline.files.path("config.json"),
+                "id2label",
+                "a token classifier needs the names of its labels (B-PER, I-PER, O, ...)",
+            ));
         }
         Ok(Self { pipeline })
     }
