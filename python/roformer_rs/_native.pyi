@@ -59,7 +59,6 @@ class SentenceEncoder:
     def encode(
         self,
         texts: Sequence[str],
-        prompt_name: Optional[str] = None,
         prompt: Optional[str] = None,
         batch_size: int = 32,
         progress: _Progress = None,
@@ -114,9 +113,7 @@ class TextClassifier:
     @property
     def labels(self) -> List[str]: ...
     @property
-    def problem_type(self) -> str: ...
-    @property
-    def problem_type_given(self) -> bool: ...
+    def problem_type(self) -> Optional[str]: ...
 
 @final
 class TokenClassifier:

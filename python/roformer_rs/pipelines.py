@@ -56,7 +56,7 @@ class TextClassificationPipeline(Pipeline):
                 raise _native.RoformerValueError(f"unknown function_to_apply `{name}` (softmax, sigmoid or none)")
             return name
         # transformers decides from the config's problem_type as written, then from the labels.
-        given = self.model.problem_type if self.model.problem_type_given else None
+        given = self.model.problem_type
         if given == "regression":
             return "none"
         if given == "multi_label_classification" or len(self.model.labels) == 1:
@@ -152,8 +152,8 @@ class TokenClassificationPipeline(Pipeline):
     ) -> Any:
         """The entities of each text (a list for one str, a list of lists for a list)."""
         texts, single = _texts(inputs)
-        strategy = str(getattr(aggregation_strategy or self.aggregation_strategy, "value", None) or
-                       aggregation_strategy or self.aggregation_strategy).lower()
+        chosen = aggregation_strategy or self.aggregation_strategy
+        strategy = str(getattr(chosen, "value", chosen)).lower()  # transformers' enum, or its name
         labels = list(ignore_labels) if ignore_labels is not None else self.ignore_labels
         rows = self.model.classify(texts, strategy, labels, self._batch(batch_size))
         key = "entity" if strategy == "none" else "entity_group"

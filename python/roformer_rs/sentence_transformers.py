@@ -182,16 +182,16 @@ class SentenceEncoder:
         """sentence-transformers 5's name of `get_embedding_dimension`."""
         return self.get_embedding_dimension()
 
-    def _prompt(self, prompt_name: Optional[str], prompt: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
-        """(prompt_name, prompt) for the native encoder: a name of this object's own prompts (given
-        to the constructor) becomes its text."""
+    def _prompt(self, prompt_name: Optional[str], prompt: Optional[str]) -> Optional[str]:
+        """The text put before each sentence: `prompt`, else the prompt named (the folder's and the
+        constructor's), else None for the folder's default prompt."""
         if prompt is not None:
-            return None, prompt
+            return prompt
         name = prompt_name if prompt_name is not None else self.default_prompt_name
         if name is None:
-            return None, None
+            return None
         if name in self.prompts:
-            return None, self.prompts[name]
+            return self.prompts[name]
         raise _native.RoformerValueError(
             f"prompt name `{name}` is not among the prompts {sorted(self.prompts)}"
         )
@@ -220,15 +220,11 @@ class SentenceEncoder:
         order; `output_value="token_embeddings"` gives one [tokens, hidden] array per sentence.
         The GIL is released while batches compute; Ctrl-C stops at the next batch."""
         single = isinstance(sentences, str)
-        texts: Sequence[str] = [sentences] if isinstance(sentences, str) else sentences
-        name, text = self._prompt(prompt_name, prompt)
-        count = len(texts) if hasattr(texts, "__len__") else None
-        if count is None:
-            texts = list(texts)
-            count = len(texts)
-        with progress_bar(show_progress(show_progress_bar), batches(count, batch_size)) as update:
+        texts = [sentences] if isinstance(sentences, str) else list(sentences)
+        text = self._prompt(prompt_name, prompt)
+        with progress_bar(show_progress(show_progress_bar), batches(len(texts), batch_size)) as update:
             if output_value == "token_embeddings":
-                before = text if text is not None else self._model.default_prompt if name is None else ""
+                before = text if text is not None else self._model.default_prompt
                 prompted = [before + t if isinstance(t, str) else t for t in texts] if before else texts
                 tokens = self._model.token_embeddings(prompted, batch_size, update)
                 if convert_to_tensor:
@@ -238,7 +234,7 @@ class SentenceEncoder:
                 raise _native.RoformerValueError(
                     f"output_value `{output_value}` is not one of sentence_embedding, token_embeddings"
                 )
-            embeddings = self._model.encode(texts, name, text, batch_size, update)
+            embeddings = self._model.encode(texts, text, batch_size, update)
         dim = truncate_dim or self.truncate_dim
         if dim is not None and dim < embeddings.shape[1]:
             embeddings = embeddings[:, :dim]

@@ -29,11 +29,9 @@ pub fn by_length<T: Send>(
     forward: impl Fn(&[Encoded]) -> roformer::Result<Vec<T>> + Sync,
 ) -> PyResult<Vec<T>> {
     let batch_size = at_least_one(batch_size, "batch_size")?;
-    let mut order: Vec<usize> = (0..encodings.len()).collect();
-    order.sort_by_key(|&i| encodings[i].len());
-    let mut slots: Vec<Option<Encoded>> = encodings.into_iter().map(Some).collect();
-    // `order` holds each index once.
-    let sorted: Vec<Encoded> = order.iter().filter_map(|&i| slots[i].take()).collect();
+    let mut indexed: Vec<(usize, Encoded)> = encodings.into_iter().enumerate().collect();
+    indexed.sort_by_key(|(_, e)| e.len());
+    let (order, sorted): (Vec<usize>, Vec<Encoded>) = indexed.into_iter().unzip();
     let mut rows: Vec<Option<T>> = (0..sorted.len()).map(|_| None).collect();
     for (indices, batch) in order.chunks(batch_size).zip(sorted.chunks(batch_size)) {
         py.check_signals()?;

@@ -59,24 +59,19 @@ impl SentenceEncoder {
         Ok(Self { inner })
     }
 
-    /// [n, dim] float32 embeddings, in input order. `prompt` wins over `prompt_name`; with
-    /// neither, the folder's default prompt (if any).
-    #[pyo3(signature = (texts, prompt_name=None, prompt=None, batch_size=32, progress=None))]
+    /// [n, dim] float32 embeddings, in input order, each text after `prompt`; `None` is the
+    /// folder's default prompt (if any). The package turns prompt names into their text.
+    #[pyo3(signature = (texts, prompt=None, batch_size=32, progress=None))]
     fn encode<'py>(
         &self,
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
-        prompt_name: Option<&str>,
         prompt: Option<&str>,
         batch_size: usize,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let texts = self::texts(texts, "sentences")?;
-        let prompt = match (prompt, prompt_name) {
-            (Some(text), _) => Prompt::Text(text),
-            (None, Some(name)) => Prompt::Named(name),
-            (None, None) => Prompt::Default,
-        };
+        let prompt = prompt.map_or(Prompt::Default, Prompt::Text);
         let encoder = &self.inner;
         let encodings = tokenize(py, || {
             let before = encoder.prompt_text(prompt)?;
@@ -153,7 +148,7 @@ impl SentenceEncoder {
         match self.inner.pooling() {
             roformer::Pooling::Cls => "cls",
             roformer::Pooling::Mean => "mean",
-            _ => "pooler",
+            roformer::Pooling::Pooler => "pooler",
         }
     }
 

@@ -83,20 +83,16 @@ impl TextClassifier {
         (0..config.num_labels()).map(|i| config.label(i)).collect()
     }
 
-    /// regression, single_label_classification or multi_label_classification.
+    /// config.json's problem_type (regression, single_label_classification or
+    /// multi_label_classification), `None` where it names none: transformers' pipeline then
+    /// decides by the labels.
     #[getter]
-    fn problem_type(&self) -> &'static str {
-        match self.inner.problem_type() {
+    fn problem_type(&self) -> Option<&'static str> {
+        self.inner.config().problem_type.map(|p| match p {
             roformer::ProblemType::Regression => "regression",
             roformer::ProblemType::MultiLabelClassification => "multi_label_classification",
-            _ => "single_label_classification",
-        }
-    }
-
-    /// Whether the config names its problem type (else transformers infers it from the labels).
-    #[getter]
-    fn problem_type_given(&self) -> bool {
-        self.inner.config().problem_type.is_some()
+            roformer::ProblemType::SingleLabelClassification => "single_label_classification",
+        })
     }
 }
 

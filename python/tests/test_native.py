@@ -74,7 +74,7 @@ def test_other_threads_run_while_a_batch_computes():
         # so the spinner counts only if the call lets the GIL go.
         before = counter[0]
         start = time.perf_counter()
-        model._model.encode(texts, None, None, len(texts), None)
+        model._model.encode(texts, None, len(texts), None)
         elapsed = time.perf_counter() - start
         during = counter[0] - before
     finally:
@@ -118,7 +118,7 @@ def test_ctrl_c_stops_encode_at_the_next_batch():
             _thread.interrupt_main()  # as Ctrl-C: the signal is seen at the next check
 
     with pytest.raises(KeyboardInterrupt):
-        model._model.encode(texts, None, None, 1, progress)
+        model._model.encode(texts, None, 1, progress)
     assert done[0] == 3, f"{done[0]} batches ran after Ctrl-C"
 
 
