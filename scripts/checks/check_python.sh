@@ -19,7 +19,7 @@ python3 -m venv --clear "$venv"
 start=$(date +%s)
 "$venv/bin/pip" install --quiet ./python
 echo "check_python: built and installed the wheel in $(($(date +%s) - start)) s"
-"$venv/bin/pip" install --quiet numpy scipy tqdm pytest mypy
+"$venv/bin/pip" install --quiet -r python/tests/requirements.txt
 if "$venv/bin/python" -c "import torch" 2>/dev/null; then
     echo "check_python: torch is installed in the test environment, which must not need it" >&2
     exit 1
