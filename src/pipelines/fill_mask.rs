@@ -7,6 +7,7 @@ use candle_core::DType;
 use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
+use crate::loading::tokenizer::Encoded;
 use crate::model::heads::RoFormerForMaskedLM;
 use crate::runtime::scores::{self, softmax};
 
@@ -57,11 +58,24 @@ impl FillMask {
         if top_k == 0 {
             return Err(Error::at_least_one("top_k"));
         }
+        let encodings = self.pipeline.tokenizer.encode_batch(texts)?;
+        self.fill_tokenized(&encodings, top_k)
+    }
+
+    /// [`FillMask::fill`] for texts already encoded (by this pipeline's tokenizer, or a copy of it
+    /// that truncates elsewhere): for each, for each `[MASK]` id in order, the `top_k` candidates.
+    pub fn fill_tokenized(
+        &self,
+        encodings: &[Encoded],
+        top_k: usize,
+    ) -> Result<Vec<Vec<Vec<MaskCandidate>>>> {
+        if top_k == 0 {
+            return Err(Error::at_least_one("top_k"));
+        }
         let pipeline = &self.pipeline;
         let tokenizer = &pipeline.tokenizer;
         let mask_id = tokenizer.token_id(&tokenizer.special_tokens().mask)?;
-        let encodings = tokenizer.encode_batch(texts)?;
-        pipeline.run(&encodings, |batch, encodings| {
+        pipeline.run(encodings, |batch, encodings| {
             let logits = pipeline.model.run(batch)?;
             let mut rows = Vec::with_capacity(encodings.len());
             for (b, e) in encodings.iter().enumerate() {

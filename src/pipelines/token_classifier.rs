@@ -9,7 +9,7 @@ use tokenizers::Encoding;
 use super::core::{shared_accessors, Pipeline};
 use super::options::PipelineOptions;
 use crate::error::{Error, Result};
-use crate::loading::tokenizer::Encoded;
+use crate::loading::tokenizer::{Encoded, Truncation};
 use crate::model::heads::RoFormerForTokenClassification;
 use crate::runtime::scores::{argmax, softmax};
 
@@ -63,11 +63,28 @@ pub struct TokenClassifierOptions {
     pub aggregation_strategy: AggregationStrategy,
     /// Entities with these labels (or groups) are left out: `["O"]` by default.
     pub ignore_labels: Vec<String>,
+    /// Inputs are cut to this many tokens (special tokens included) in place of the pipeline's
+    /// max_length, and with `stride` it is the length of each window; `None`: the pipeline's.
+    pub max_length: Option<usize>,
+    /// `false` runs each input whole (no cut, `max_length` unused): one longer than the model's
+    /// max_position_embeddings is then an error naming it, where transformers fails in its
+    /// position table. `true` by default.
+    pub truncation: bool,
+    /// Long inputs run in windows of max_length tokens, consecutive windows sharing `stride`
+    /// tokens, and the entities of overlapping windows merged, as transformers' `stride` does
+    /// (which needs an aggregation strategy other than `None`). `None` by default: one window.
+    pub stride: Option<usize>,
 }
 
 impl Default for TokenClassifierOptions {
     fn default() -> Self {
-        Self { aggregation_strategy: AggregationStrategy::None, ignore_labels: vec!["O".into()] }
+        Self {
+            aggregation_strategy: AggregationStrategy::None,
+            ignore_labels: vec!["O".into()],
+            max_length: None,
+            truncation: true,
+            stride: None,
+        }
     }
 }
 
@@ -81,6 +98,25 @@ impl TokenClassifierOptions {
     /// The labels (or groups) left out of the results.
     pub fn with_ignore_labels<S: Into<String>>(mut self, labels: impl IntoIterator<Item = S>) -> Self {
         self.ignore_labels = labels.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Cuts inputs (or windows, with a stride) to `max_length` tokens, in place of the
+    /// pipeline's max_length.
+    pub fn with_max_length(mut self, max_length: usize) -> Self {
+        self.max_length = Some(max_length);
+        self
+    }
+
+    /// `false` runs each input whole, up to the model's max_position_embeddings.
+    pub fn with_truncation(mut self, truncation: bool) -> Self {
+        self.truncation = truncation;
+        self
+    }
+
+    /// Runs long inputs in overlapping windows that share `stride` tokens.
+    pub fn with_stride(mut self, stride: usize) -> Self {
+        self.stride = Some(stride);
         self
     }
 }
@@ -177,7 +213,50 @@ impl TokenClassifier {
     ) -> Result<Vec<Vec<Entity>>> {
         let pipeline = &self.pipeline;
         let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
-        let encodings = pipeline.tokenizer.encodings(&texts, None)?;
+        // Each encoding (a whole text, or one window of it) with the index of its text.
+        let (owners, encodings): (Vec<usize>, Vec<Encoding>) = match options.stride {
+            None => {
+                let cut;
+                let tokenizer = match (options.truncation, options.max_length) {
+                    (true, None) => &pipeline.tokenizer,
+                    (truncation, max_length) => {
+                        let mut tokenizer = pipeline.tokenizer.clone();
+                        let strategy = truncation.then_some(Truncation::LongestFirst);
+                        tokenizer.set_truncation(strategy, max_length.or(Some(pipeline.max_length)))?;
+                        cut = tokenizer;
+                        &cut
+                    }
+                };
+                let encodings = tokenizer.encodings(&texts, None)?;
+                if !options.truncation {
+                    check_positions(&pipeline.config, encodings.iter().map(Encoding::len))?;
+                }
+                encodings.into_iter().enumerate().unzip()
+            }
+            Some(stride) => {
+                if options.aggregation_strategy == AggregationStrategy::None {
+                    return Err(Error::option(
+                        "stride",
+                        "a stride merges the entities of overlapping windows, which needs an aggregation \
+                         strategy other than none (simple, first, average or max), as in transformers",
+                    ));
+                }
+                if !options.truncation {
+                    return Err(Error::option(
+                        "stride",
+                        "a stride cuts inputs into windows: truncation must be on",
+                    ));
+                }
+                let max_length = options.max_length.unwrap_or(pipeline.max_length);
+                let mut windows = Vec::new();
+                for (i, text) in texts.iter().enumerate() {
+                    for window in pipeline.tokenizer.encode_text_windows(text, max_length, stride)? {
+                        windows.push((i, window));
+                    }
+                }
+                windows.into_iter().unzip()
+            }
+        };
         let encoded: Vec<Encoded> = encodings.iter().map(Encoded::from_encoding).collect();
         let scores = pipeline.run(&encoded, |batch, encodings| {
             let logits = pipeline.model.run(batch)?.to_dtype(DType::F32)?;
@@ -191,12 +270,17 @@ impl TokenClassifier {
                 .collect::<Result<Vec<_>>>()?;
             Ok(rows)
         })?;
-        texts
-            .iter()
-            .zip(&encodings)
-            .zip(scores)
-            .map(|((text, encoding), scores)| self.entities(text, encoding, scores, options))
-            .collect()
+        let mut entities: Vec<Vec<Entity>> = vec![Vec::new(); texts.len()];
+        let mut windows = vec![0usize; texts.len()];
+        for ((&i, encoding), scores) in owners.iter().zip(&encodings).zip(scores) {
+            entities[i].extend(self.entities(texts[i], encoding, scores, options)?);
+            windows[i] += 1;
+        }
+        Ok(entities
+            .into_iter()
+            .zip(windows)
+            .map(|(found, windows)| if windows > 1 { merge_overlapping(found) } else { found })
+            .collect())
     }
 
     /// transformers' `postprocess` for one text of one chunk.
@@ -336,6 +420,48 @@ impl TokenClassifier {
     }
 }
 
+/// `aggregate_overlapping_entities`: of entities that overlap (by start, in order of start), the
+/// longest, and of equally long ones the higher score.
+fn merge_overlapping(mut entities: Vec<Entity>) -> Vec<Entity> {
+    entities.sort_by_key(|e| e.start);
+    let mut merged = Vec::with_capacity(entities.len());
+    let Some(mut previous) = entities.first().cloned() else { return merged };
+    // As transformers, from the first entity on (compared with itself, it stays).
+    for entity in entities {
+        if previous.start <= entity.start && entity.start < previous.end {
+            let (length, previous_length) = (entity.end - entity.start, previous.end - previous.start);
+            if length > previous_length || (length == previous_length && entity.score > previous.score) {
+                previous = entity;
+            }
+        } else {
+            merged.push(std::mem::replace(&mut previous, entity));
+        }
+    }
+    merged.push(previous);
+    merged
+}
+
+/// An input run whole must fit the model's positions (max_position_embeddings), unless its config
+/// scales RoPE past them.
+fn check_positions(
+    config: &crate::loading::config::Config,
+    lengths: impl Iterator<Item = usize>,
+) -> Result<()> {
+    if !matches!(config.rope_scaling(), Ok(None)) {
+        return Ok(());
+    }
+    let limit = config.max_position_embeddings;
+    for (i, n) in lengths.enumerate() {
+        if n > limit {
+            return Err(Error::Input(format!(
+                "inputs[{i}] has {n} tokens, more than the {limit} positions of the model \
+                 (max_position_embeddings): truncate it"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `get_tag`: `B-PER` is ("B", "PER"), `I-PER` ("I", "PER"), and a label without either prefix
 /// continues ("I", label).
 fn split_tag(label: String) -> (&'static str, String) {
@@ -373,5 +499,23 @@ mod tests {
         assert_eq!(split_tag("MISC".into()), ("I", "MISC".to_string()));
         assert_eq!(argmax(&[0.2, 0.4, 0.4]), 1);
         assert_eq!(nanmean([1.0, f32::NAN, 3.0].into_iter()), 2.0);
+    }
+
+    #[test]
+    fn overlapping_windows_keep_the_longer_entity_then_the_higher_score() {
+        let e = |start, end, score| Entity {
+            entity: "PER".into(),
+            score,
+            word: String::new(),
+            start,
+            end,
+            index: None,
+        };
+        let spans = |found: Vec<Entity>| found.iter().map(|e| (e.start, e.end, e.score)).collect::<Vec<_>>();
+        // From two windows: (5, 9) is found in both, once with a higher score; (10, 20) beats (12, 15).
+        let found =
+            vec![e(0, 4, 0.9), e(5, 9, 0.5), e(12, 15, 0.7), e(5, 9, 0.6), e(10, 20, 0.4), e(30, 34, 0.8)];
+        assert_eq!(spans(merge_overlapping(found)), [(0, 4, 0.9), (5, 9, 0.6), (10, 20, 0.4), (30, 34, 0.8)]);
+        assert!(merge_overlapping(Vec::new()).is_empty());
     }
 }

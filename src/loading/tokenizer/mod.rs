@@ -490,6 +490,41 @@ impl Tokenizer {
         Ok(windows)
     }
 
+    /// `[CLS] window [SEP]` for each window of `text` that fits in `max_length` tokens,
+    /// consecutive windows sharing `stride` tokens: transformers' `truncation=True` with
+    /// `return_overflowing_tokens` and `stride`, as its token-classification pipeline encodes.
+    pub(crate) fn encode_text_windows(
+        &self,
+        text: &str,
+        max_length: usize,
+        stride: usize,
+    ) -> Result<Vec<Encoding>> {
+        let tk = |e: tokenizers::Error| Error::from_tokenizers(e);
+        let specials = self.inner.get_post_processor().map_or(0, |pp| pp.added_tokens(false));
+        let room = max_length.saturating_sub(specials);
+        // The tokenizers library panics on a stride that does not leave each window new tokens.
+        if room <= stride {
+            return Err(Error::option(
+                "stride",
+                format!(
+                    "a window of {max_length} tokens holds {room} tokens beside the {specials} special tokens: \
+                     the stride ({stride}) must be smaller"
+                ),
+            ));
+        }
+        let a = self.inner.encode_char_offsets(text, false).map_err(tk)?;
+        let params = TruncationParams {
+            max_length: room,
+            strategy: TruncationStrategy::LongestFirst,
+            stride,
+            direction: TruncationDirection::Right,
+        };
+        let (a, _) = truncate_encodings(a, None, &params).map_err(tk)?;
+        let mut encoding = self.inner.post_process(a, None, true).map_err(tk)?;
+        let overflowing = encoding.take_overflowing();
+        Ok(std::iter::once(encoding).chain(overflowing).collect())
+    }
+
     /// Joins tokens into text with the decoder (WordPiece: `##` pieces glued on, spaces cleaned
     /// up), as transformers' `convert_tokens_to_string`.
     pub(crate) fn tokens_to_string(&self, tokens: Vec<String>) -> Result<String> {
