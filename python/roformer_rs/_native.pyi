@@ -64,7 +64,12 @@ class SentenceEncoder:
         progress: _Progress = None,
     ) -> npt.NDArray[np.float32]: ...
     def token_embeddings(
-        self, texts: Sequence[str], batch_size: int = 32, progress: _Progress = None
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        progress: _Progress = None,
+        max_length: Optional[int] = None,
+        truncation: bool = True,
     ) -> List[npt.NDArray[np.float32]]: ...
     @property
     def dim(self) -> int: ...
@@ -108,7 +113,12 @@ class SparseEncoder:
 class TextClassifier:
     def __new__(cls, model: Optional[str], load: Load) -> TextClassifier: ...
     def logits(
-        self, firsts: Sequence[str], seconds: Optional[Sequence[Optional[str]]] = None, batch_size: int = 32
+        self,
+        firsts: Sequence[str],
+        seconds: Optional[Sequence[Optional[str]]] = None,
+        batch_size: int = 32,
+        max_length: Optional[int] = None,
+        truncation: bool = True,
     ) -> npt.NDArray[np.float32]: ...
     @property
     def labels(self) -> List[str]: ...
@@ -124,6 +134,9 @@ class TokenClassifier:
         aggregation_strategy: str = "none",
         ignore_labels: Optional[Sequence[str]] = None,
         batch_size: int = 32,
+        max_length: Optional[int] = None,
+        truncation: bool = True,
+        stride: Optional[int] = None,
     ) -> List[List[Tuple[str, float, str, int, int, Optional[int]]]]: ...
 
 @final
@@ -146,7 +159,12 @@ class QuestionAnswerer:
 class FillMask:
     def __new__(cls, model: str, load: Load) -> FillMask: ...
     def fill(
-        self, texts: Sequence[str], top_k: int = 5, batch_size: int = 32
+        self,
+        texts: Sequence[str],
+        top_k: int = 5,
+        batch_size: int = 32,
+        max_length: Optional[int] = None,
+        truncation: bool = True,
     ) -> List[List[List[Tuple[int, str, float, str]]]]: ...
     @property
     def mask_token(self) -> str: ...

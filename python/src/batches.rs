@@ -6,6 +6,8 @@
 //! takes, so that each batch here is one of the batches a single library call would have made, and
 //! the answers are the library's, bit for bit.
 
+use std::borrow::Cow;
+
 use pyo3::prelude::*;
 use roformer::Encoded;
 
@@ -72,4 +74,42 @@ pub fn in_order<I: Sync, T: Send>(
 /// Tokenizes without the GIL.
 pub fn tokenize<T: Send>(py: Python<'_>, run: impl FnOnce() -> roformer::Result<T> + Send) -> PyResult<T> {
     py.detach(run).or_raise()
+}
+
+/// The tokenizer a call encodes with: the model's own where the call asks nothing of truncation,
+/// else a copy that cuts at `max_length` (`truncation` true) or does not cut at all (false).
+pub fn call_tokenizer(
+    base: &roformer::Tokenizer,
+    truncation: bool,
+    max_length: Option<usize>,
+) -> PyResult<Cow<'_, roformer::Tokenizer>> {
+    if truncation && max_length.is_none() {
+        return Ok(Cow::Borrowed(base));
+    }
+    let mut tokenizer = base.clone();
+    match (truncation, max_length) {
+        (true, Some(n)) => tokenizer
+            .set_truncation(Some(roformer::Truncation::LongestFirst), Some(at_least_one(n, "max_length")?))
+            .or_raise()?,
+        _ => tokenizer.set_truncation(None, None).or_raise()?,
+    }
+    Ok(Cow::Owned(tokenizer))
+}
+
+/// With a call's own truncation, each input must fit the model's positions
+/// (max_position_embeddings, where transformers' position table ends), unless its config scales
+/// RoPE past them: the first that does not is named with its length.
+pub fn check_positions(config: &roformer::Config, encodings: &[Encoded]) -> PyResult<()> {
+    if !matches!(config.rope_scaling(), Ok(None)) {
+        return Ok(());
+    }
+    let limit = config.max_position_embeddings;
+    match encodings.iter().position(|e| e.len() > limit) {
+        Some(i) => Err(crate::errors::value_error(format!(
+            "inputs[{i}] has {} tokens, more than the {limit} positions of the model (max_position_embeddings): \
+             pass truncation=True",
+            encodings[i].len()
+        ))),
+        None => Ok(()),
+    }
 }

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use roformer::Prompt;
 
-use crate::batches::{by_length, tokenize};
+use crate::batches::{by_length, call_tokenizer, check_positions, tokenize};
 use crate::errors::{value_error, OrRaise};
 use crate::inputs::{pairs, texts};
 use crate::load::Load;
@@ -89,18 +89,26 @@ impl SentenceEncoder {
     }
 
     /// One [tokens, hidden] float32 array per text: the last hidden states of its tokens, special
-    /// tokens included (no prompt).
-    #[pyo3(signature = (texts, batch_size=32, progress=None))]
+    /// tokens included (no prompt). `max_length` cuts texts there for this call;
+    /// `truncation=false` runs them whole, up to the model's positions.
+    #[pyo3(signature = (texts, batch_size=32, progress=None, max_length=None, truncation=true))]
     fn token_embeddings<'py>(
         &self,
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
         batch_size: usize,
         progress: Option<&Bound<'py, PyAny>>,
+        max_length: Option<usize>,
+        truncation: bool,
     ) -> PyResult<Vec<Bound<'py, PyArray2<f32>>>> {
         let texts = self::texts(texts, "sentences")?;
         let encoder = &self.inner;
-        let encodings = tokenize(py, || encoder.tokenizer().encode_batch(&texts))?;
+        let tokenizer = call_tokenizer(encoder.tokenizer(), truncation, max_length)?;
+        let tokenizer = tokenizer.as_ref();
+        let encodings = tokenize(py, || tokenizer.encode_batch(&texts))?;
+        if !truncation || max_length.is_some() {
+            check_positions(encoder.config(), &encodings)?;
+        }
         let hidden = encoder.config().hidden_size;
         let rows = by_length(py, encodings, batch_size, progress, |batch| {
             encoder.token_embeddings_tokenized(batch)

@@ -10,7 +10,7 @@ use roformer::{
     TokenClassifierOptions,
 };
 
-use crate::batches::{by_length, in_order, tokenize};
+use crate::batches::{by_length, call_tokenizer, check_positions, in_order, tokenize};
 use crate::errors::{value_error, OrRaise};
 use crate::inputs::{at_least_one, texts};
 use crate::load::Load;
@@ -36,16 +36,21 @@ impl TextClassifier {
 
     /// [n, labels] float32 logits, in input order. `seconds[i]`, when given and not empty, is the
     /// second text of input i: transformers' pipeline reads an empty second text as none.
-    #[pyo3(signature = (firsts, seconds=None, batch_size=32))]
+    /// `max_length` cuts inputs there for this call (longest first); `truncation=false` runs them
+    /// whole, up to the model's positions.
+    #[pyo3(signature = (firsts, seconds=None, batch_size=32, max_length=None, truncation=true))]
     fn logits<'py>(
         &self,
         py: Python<'py>,
         firsts: &Bound<'py, PyAny>,
         seconds: Option<Vec<Option<String>>>,
         batch_size: usize,
+        max_length: Option<usize>,
+        truncation: bool,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let firsts = texts(firsts, "inputs")?;
-        let tokenizer = self.inner.tokenizer();
+        let tokenizer = call_tokenizer(self.inner.tokenizer(), truncation, max_length)?;
+        let tokenizer = tokenizer.as_ref();
         let encodings = match seconds {
             None => tokenize(py, || tokenizer.encode_batch(&firsts))?,
             Some(seconds) if seconds.len() == firsts.len() => tokenize(py, || {
@@ -66,6 +71,9 @@ impl TextClassifier {
                 )))
             }
         };
+        if !truncation || max_length.is_some() {
+            check_positions(self.inner.config(), &encodings)?;
+        }
         let labels = self.inner.config().num_labels();
         let rows = by_length(py, encodings, batch_size, None, |batch| {
             Ok(self.inner.classify_tokenized(batch)?.into_iter().map(|c| c.logits).collect())
@@ -113,8 +121,12 @@ impl TokenClassifier {
         Ok(Self { inner })
     }
 
-    /// The entities of each text, in input order.
-    #[pyo3(signature = (texts, aggregation_strategy="none", ignore_labels=None, batch_size=32))]
+    /// The entities of each text, in input order. `max_length` cuts inputs (or windows) there
+    /// for this call; `truncation=false` runs them whole; `stride` runs long inputs in windows
+    /// that share `stride` tokens, as transformers' `stride`.
+    #[pyo3(signature = (texts, aggregation_strategy="none", ignore_labels=None, batch_size=32, max_length=None,
+                        truncation=true, stride=None))]
+    #[allow(clippy::too_many_arguments)]
     fn classify(
         &self,
         py: Python<'_>,
@@ -122,12 +134,22 @@ impl TokenClassifier {
         aggregation_strategy: &str,
         ignore_labels: Option<Vec<String>>,
         batch_size: usize,
+        max_length: Option<usize>,
+        truncation: bool,
+        stride: Option<usize>,
     ) -> PyResult<Vec<Vec<EntityRow>>> {
         let texts = self::texts(texts, "inputs")?;
         let strategy: AggregationStrategy = aggregation_strategy.parse().or_raise()?;
-        let mut options = TokenClassifierOptions::default().with_aggregation_strategy(strategy);
+        let mut options =
+            TokenClassifierOptions::default().with_aggregation_strategy(strategy).with_truncation(truncation);
         if let Some(labels) = ignore_labels {
             options = options.with_ignore_labels(labels);
+        }
+        if let Some(n) = max_length {
+            options = options.with_max_length(at_least_one(n, "max_length")?);
+        }
+        if let Some(stride) = stride {
+            options = options.with_stride(stride);
         }
         in_order(py, &texts, batch_size, |batch| {
             Ok(self
@@ -231,25 +253,40 @@ impl FillMask {
 
     /// For each text, for each mask in order, the `top_k` candidates, each with the sequence that
     /// candidate makes (the text's tokens with that mask filled, as transformers decodes it:
-    /// special tokens left out where the text has one mask).
-    #[pyo3(signature = (texts, top_k=5, batch_size=32))]
+    /// special tokens left out where the text has one mask). `max_length` cuts inputs there for
+    /// this call; `truncation=false` runs them whole. A text with no mask left is an error.
+    #[pyo3(signature = (texts, top_k=5, batch_size=32, max_length=None, truncation=true))]
     fn fill(
         &self,
         py: Python<'_>,
         texts: &Bound<'_, PyAny>,
         top_k: usize,
         batch_size: usize,
+        max_length: Option<usize>,
+        truncation: bool,
     ) -> PyResult<Vec<Vec<Vec<CandidateRow>>>> {
         let texts = self::texts(texts, "inputs")?;
-        let tokenizer = self.inner.tokenizer();
-        let mask_id = tokenizer.token_id(tokenizer.mask_token()).or_raise()?;
-        in_order(py, &texts, batch_size, |batch| {
-            let filled = self.inner.fill(batch, top_k)?;
+        let tokenizer = call_tokenizer(self.inner.tokenizer(), truncation, max_length)?;
+        let tokenizer = tokenizer.as_ref();
+        let mask = tokenizer.mask_token();
+        let mask_id = tokenizer.token_id(mask).or_raise()?;
+        let encodings = tokenize(py, || tokenizer.encode_batch(&texts))?;
+        if !truncation || max_length.is_some() {
+            check_positions(self.inner.config(), &encodings)?;
+        }
+        if let Some(i) = encodings.iter().position(|e| !e.input_ids.contains(&mask_id)) {
+            return Err(value_error(format!(
+                "inputs[{i}] has no mask token ({mask}) in its {} tokens",
+                encodings[i].len()
+            )));
+        }
+        in_order(py, &encodings, batch_size, |batch| {
+            let filled = self.inner.fill_tokenized(batch, top_k)?;
             batch
                 .iter()
                 .zip(filled)
-                .map(|(text, masks)| {
-                    let ids = tokenizer.encode(text)?.input_ids;
+                .map(|(encoded, masks)| {
+                    let ids = &encoded.input_ids;
                     let positions: Vec<usize> = (0..ids.len()).filter(|&p| ids[p] == mask_id).collect();
                     let single = positions.len() == 1;
                     positions
@@ -259,7 +296,7 @@ impl FillMask {
                             candidates
                                 .into_iter()
                                 .map(|c| {
-                                    let mut filled = ids.clone();
+                                    let mut filled = ids.to_vec();
                                     filled[position] = c.token_id;
                                     let sequence = tokenizer.decode(&filled, single)?;
                                     let token = tokenizer.decode(&[c.token_id], false)?;
