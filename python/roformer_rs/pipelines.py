@@ -4,7 +4,7 @@ arguments and return values (keys, nesting, one input or a list), computed by th
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -13,6 +13,97 @@ from ._common import PathLike, load_options, model_path
 
 _ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
 TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask", "feature-extraction")
+
+# The call arguments each task takes, as transformers' pipelines name them (every one may also be
+# given to pipeline() as the default of each call), beside batch_size, device and num_workers,
+# which every task takes. The tokenizer's own are truncation, max_length and padding.
+_SUPPORTED: Dict[str, Tuple[str, ...]] = {
+    "text-classification": ("top_k", "function_to_apply", "truncation", "max_length", "padding"),
+    "token-classification": ("aggregation_strategy", "ignore_labels", "stride", "truncation", "max_length", "padding"),
+    "question-answering": (
+        "top_k", "topk", "max_answer_len", "max_seq_len", "doc_stride", "handle_impossible_answer",
+        "align_to_words", "padding", "truncation",
+    ),
+    "fill-mask": ("top_k", "tokenizer_kwargs", "truncation", "max_length", "padding"),
+    "feature-extraction": ("return_tensors", "tokenize_kwargs", "truncation", "max_length", "padding"),
+}
+_COMMON = ("batch_size", "device", "num_workers")
+# The tokenizer's other call arguments, which text-classification passes to it and the dicts
+# tokenizer_kwargs (fill-mask) and tokenize_kwargs (feature-extraction) may hold.
+_TOKENIZER_OTHERS = (
+    "stride", "add_special_tokens", "is_split_into_words", "pad_to_multiple_of", "padding_side", "return_tensors",
+    "return_token_type_ids", "return_attention_mask", "return_overflowing_tokens", "return_special_tokens_mask",
+    "return_offsets_mapping", "return_length", "verbose", "split_special_tokens", "text_pair", "text_target",
+    "text_pair_target",
+)
+# What transformers' pipelines take that these do not, each with what to do instead.
+_UNSUPPORTED: Dict[str, Dict[str, str]] = {
+    "text-classification": {
+        **{name: "" for name in _TOKENIZER_OTHERS},
+        "return_all_scores": "top_k=None gives every label",
+    },
+    "token-classification": {
+        "offset_mapping": "",
+        "is_split_into_words": "pass the words joined by spaces",
+        "delimiter": "",
+        "grouped_entities": "use aggregation_strategy",
+        "ignore_subwords": "use aggregation_strategy",
+    },
+    "question-answering": {
+        "max_question_len": "",
+        "max_length": "windows are max_seq_len tokens long, doc_stride apart",
+        "X": "pass question= and context=, or dicts",
+        "data": "pass question= and context=, or dicts",
+    },
+    "fill-mask": {"targets": ""},
+    "feature-extraction": {},
+}
+# What transformers' pipeline() takes beside the task's arguments, which this one does not.
+_FACTORY_UNSUPPORTED = (
+    "config", "tokenizer", "feature_extractor", "image_processor", "processor", "framework", "use_fast",
+    "device_map", "dtype", "torch_dtype", "trust_remote_code", "model_kwargs", "pipeline_class", "binary_output",
+    "use_auth_token",
+)
+
+
+def _value(x: Any) -> Any:
+    """transformers' enums (TruncationStrategy, PaddingStrategy, AggregationStrategy) by value."""
+    value = getattr(x, "value", x)
+    return value if isinstance(value, (str, bool)) or value is None else x
+
+
+def _count(task: str, name: str, value: Any, least: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise _native.RoformerValueError(f"{task}: {name} must be an int of at least {least}, not {value!r}")
+    return value
+
+
+def device_name(device: Any) -> str:
+    """The native device of transformers' `device=`: -1 (or any negative int) and "cpu" are the CPU,
+    an int N or "cuda:N" the N-th CUDA device ("cuda" the first), "mps" Metal; a torch.device
+    counts by its type and index."""
+    if device is None:
+        return "cpu"
+    if isinstance(device, bool):
+        raise _native.RoformerValueError(f"device {device!r}: pass 'cpu', -1, a CUDA ordinal or 'cuda:N'")
+    if isinstance(device, int):
+        return "cpu" if device < 0 else f"cuda:{device}"
+    spec = device
+    if not isinstance(spec, str):
+        kind, index = getattr(device, "type", None), getattr(device, "index", None)
+        if not isinstance(kind, str):
+            raise _native.RoformerValueError(f"device {device!r}: pass 'cpu', -1, a CUDA ordinal or 'cuda:N'")
+        spec = kind if index is None else f"{kind}:{index}"
+    spec = spec.strip().lower()
+    if spec == "cpu":
+        return "cpu"
+    if spec in ("cuda", "gpu"):
+        return "cuda:0"
+    if spec in ("mps", "metal"):
+        return "metal"
+    if spec.startswith("cuda:") and spec[5:].isdigit():
+        return f"cuda:{int(spec[5:])}"
+    raise _native.RoformerValueError(f"unknown device {device!r} (cpu, -1, an ordinal N, cuda, cuda:N or mps)")
 
 
 def _texts(inputs: Any, name: str = "inputs") -> Tuple[List[str], bool]:
@@ -28,15 +119,109 @@ def _texts(inputs: Any, name: str = "inputs") -> Tuple[List[str], bool]:
 
 
 class Pipeline:
-    """What every task shares: the task, the model's options and the default batch size."""
+    """What every task shares: the arguments it takes, its defaults (given to pipeline()), the
+    batch size and the device the model is loaded on."""
 
     task: str
 
-    def __init__(self, batch_size: int = 32) -> None:
-        self.batch_size = batch_size
+    def __init__(
+        self, batch_size: Optional[int] = 32, device: str = "cpu", defaults: Optional[Dict[str, Any]] = None
+    ) -> None:
+        self.batch_size = 32 if batch_size is None else _count(self.task, "batch_size", batch_size)
+        self.device = device
+        self._defaults = self._checked(defaults or {})
 
-    def _batch(self, batch_size: Optional[int]) -> int:
-        return self.batch_size if batch_size is None else batch_size
+    def _checked(self, arguments: Mapping[str, Any]) -> Dict[str, Any]:
+        """The arguments, each name known and each value of its kind, or a RoformerValueError that
+        names the first that is not."""
+        task = self.task
+        supported = _SUPPORTED[task] + _COMMON
+        unsupported = _UNSUPPORTED[task]
+        for name in arguments:
+            if name in supported:
+                continue
+            if name in unsupported:
+                hint = unsupported[name]
+                raise _native.RoformerValueError(f"{task}: `{name}` is not supported" + (f" ({hint})" if hint else ""))
+            raise _native.RoformerValueError(
+                f"{task}: unknown argument `{name}` (it takes {', '.join(_SUPPORTED[task] + _COMMON)})"
+            )
+        out = dict(arguments)
+        for key in ("tokenizer_kwargs", "tokenize_kwargs"):
+            if out.get(key) is not None:
+                out.update(self._tokenizer_dict(key, out.pop(key), out))
+            else:
+                out.pop(key, None)
+        if out.get("batch_size") is not None:
+            _count(task, "batch_size", out["batch_size"])
+        if out.get("num_workers") is not None:
+            _count(task, "num_workers", out["num_workers"], least=0)
+        if out.get("max_length") is not None:
+            _count(task, "max_length", out["max_length"])
+        if out.get("stride") is not None:
+            _count(task, "stride", out["stride"], least=0)
+        if "truncation" in out:
+            out["truncation"] = self._truncation(out["truncation"])
+        if "padding" in out:
+            padding = _value(out["padding"])
+            if not (padding is True or padding is False or padding in ("longest", "max_length", "do_not_pad")):
+                raise _native.RoformerValueError(
+                    f"{task}: unknown padding {out['padding']!r} (True, 'longest', 'max_length', False or 'do_not_pad')"
+                )
+        if "device" in out:
+            device = device_name(out["device"])
+            if device != self.device:
+                raise _native.RoformerValueError(
+                    f"{task}: device `{device}` (from {out['device']!r}) is not the `{self.device}` the model is "
+                    f"loaded on: pass device= to pipeline() to load it there"
+                )
+        return out
+
+    def _tokenizer_dict(self, key: str, given: Any, top: Mapping[str, Any]) -> Dict[str, Any]:
+        """fill-mask's tokenizer_kwargs or feature-extraction's tokenize_kwargs: truncation,
+        max_length and padding, each given once."""
+        if not isinstance(given, dict):
+            raise _native.RoformerTypeError(f"{self.task}: {key} is {type(given).__name__}, not a dict")
+        for name in given:
+            if name in top:
+                raise _native.RoformerValueError(f"{self.task}: `{name}` is given twice, as an argument and in {key}")
+            if name not in ("truncation", "max_length", "padding"):
+                what = "is not supported" if name in _TOKENIZER_OTHERS else "is not a tokenizer argument"
+                raise _native.RoformerValueError(f"{self.task}: `{key}['{name}']` {what}")
+        return dict(given)
+
+    def _truncation(self, given: Any) -> Any:
+        value = _value(given)
+        if value is None or value is True or value is False or value in ("longest_first", "do_not_truncate"):
+            return value
+        if value in ("only_first", "only_second"):
+            raise _native.RoformerValueError(
+                f"{self.task}: truncation={given!r} is not supported (True or 'longest_first', False or 'do_not_truncate')"
+            )
+        raise _native.RoformerValueError(
+            f"{self.task}: unknown truncation {given!r} (True or 'longest_first', False or 'do_not_truncate')"
+        )
+
+    def _arguments(self, given: Mapping[str, Any]) -> Dict[str, Any]:
+        """A call's arguments over the pipeline's defaults. As in transformers, an argument given as
+        None leaves the default, except top_k, where None asks for every label."""
+        checked = self._checked(given)
+        return {**self._defaults, **{k: v for k, v in checked.items() if v is not None or k == "top_k"}}
+
+    def _batch(self, arguments: Mapping[str, Any]) -> int:
+        batch_size = arguments.get("batch_size")
+        return self.batch_size if batch_size is None else int(batch_size)
+
+    @staticmethod
+    def _cut(arguments: Mapping[str, Any]) -> Tuple[bool, Optional[int]]:
+        """(truncation, max_length) for the native call. transformers' tokenizer cuts at max_length
+        when given even without truncation=True, and cuts nothing with truncation=False; with
+        neither, inputs are cut at the length the model loaded with (max_seq_length, else the
+        tokenizer's model_max_length)."""
+        truncation = _value(arguments.get("truncation"))
+        if truncation is False or truncation == "do_not_truncate":
+            return False, None
+        return True, arguments.get("max_length")
 
 
 class TextClassificationPipeline(Pipeline):
@@ -44,14 +229,16 @@ class TextClassificationPipeline(Pipeline):
 
     task = "text-classification"
 
-    def __init__(self, model: Optional[str], options: _native.Load, batch_size: int = 32, top_k: Any = "") -> None:
-        super().__init__(batch_size)
+    def __init__(
+        self, model: Optional[str], options: _native.Load, batch_size: Optional[int] = 32, device: str = "cpu", **defaults: Any
+    ) -> None:
+        super().__init__(batch_size, device, defaults)
         self.model = _native.TextClassifier(model, options)
-        self.top_k = top_k
+        self.top_k = self._defaults.get("top_k", "")
 
     def _function(self, name: Optional[str]) -> str:
         if name is not None:
-            name = name.lower()
+            name = str(_value(name)).lower()
             if name not in ("softmax", "sigmoid", "none"):
                 raise _native.RoformerValueError(f"unknown function_to_apply `{name}` (softmax, sigmoid or none)")
             return name
@@ -63,15 +250,13 @@ class TextClassificationPipeline(Pipeline):
             return "sigmoid"
         return "softmax"
 
-    def __call__(
-        self,
-        inputs: Any,
-        top_k: Any = "",
-        function_to_apply: Optional[str] = None,
-        batch_size: Optional[int] = None,
-    ) -> Any:
+    def __call__(self, inputs: Any, **kwargs: Any) -> Any:
         """One {label, score} per input (a list of them for one str, as transformers returns);
-        `top_k=None` gives every label, highest first. A dict {"text", "text_pair"} is a pair."""
+        `top_k=None` gives every label, highest first. A dict {"text", "text_pair"} is a pair.
+        Takes transformers' arguments: top_k, function_to_apply, truncation, max_length, padding,
+        batch_size, device, num_workers."""
+        arguments = self._arguments(kwargs)
+        top_k = kwargs.get("top_k", "")
         legacy = top_k == "" and self.top_k == ""
         k = self.top_k if top_k == "" else top_k
         k = 1 if k == "" else k
@@ -99,8 +284,11 @@ class TextClassificationPipeline(Pipeline):
                     f"inputs[{i}] is {type(item).__name__}: pass str, {{'text', 'text_pair'}} or a (text, pair) list"
                 )
         has_pairs = any(s is not None for s in seconds)
-        logits = self.model.logits(firsts, seconds if has_pairs else None, self._batch(batch_size))
-        function = self._function(function_to_apply)
+        truncation, max_length = self._cut(arguments)
+        logits = self.model.logits(
+            firsts, seconds if has_pairs else None, self._batch(arguments), max_length, truncation
+        )
+        function = self._function(arguments.get("function_to_apply"))
         if function == "softmax":
             shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
             scores = shifted / shifted.sum(axis=1, keepdims=True)
@@ -131,31 +319,26 @@ class TokenClassificationPipeline(Pipeline):
     task = "token-classification"
 
     def __init__(
-        self,
-        model: str,
-        options: _native.Load,
-        batch_size: int = 32,
-        aggregation_strategy: str = "none",
-        ignore_labels: Optional[Sequence[str]] = None,
+        self, model: str, options: _native.Load, batch_size: Optional[int] = 32, device: str = "cpu", **defaults: Any
     ) -> None:
-        super().__init__(batch_size)
+        super().__init__(batch_size, device, defaults)
         self.model = _native.TokenClassifier(model, options)
-        self.aggregation_strategy = aggregation_strategy
-        self.ignore_labels = list(ignore_labels) if ignore_labels is not None else None
 
-    def __call__(
-        self,
-        inputs: Union[str, Sequence[str]],
-        aggregation_strategy: Optional[str] = None,
-        ignore_labels: Optional[Sequence[str]] = None,
-        batch_size: Optional[int] = None,
-    ) -> Any:
-        """The entities of each text (a list for one str, a list of lists for a list)."""
+    def __call__(self, inputs: Union[str, Sequence[str]], **kwargs: Any) -> Any:
+        """The entities of each text (a list for one str, a list of lists for a list). Takes
+        transformers' arguments: aggregation_strategy, ignore_labels, stride (long texts in windows
+        of max_length tokens sharing `stride`, their entities merged), truncation, max_length,
+        padding, batch_size, device, num_workers."""
+        arguments = self._arguments(kwargs)
         texts, single = _texts(inputs)
-        chosen = aggregation_strategy or self.aggregation_strategy
-        strategy = str(getattr(chosen, "value", chosen)).lower()  # transformers' enum, or its name
-        labels = list(ignore_labels) if ignore_labels is not None else self.ignore_labels
-        rows = self.model.classify(texts, strategy, labels, self._batch(batch_size))
+        chosen = arguments.get("aggregation_strategy") or "none"
+        strategy = str(_value(chosen)).lower()  # transformers' enum, or its name
+        ignore = arguments.get("ignore_labels")
+        labels = list(ignore) if ignore is not None else None
+        truncation, max_length = self._cut(arguments)
+        rows = self.model.classify(
+            texts, strategy, labels, self._batch(arguments), max_length, truncation, arguments.get("stride")
+        )
         key = "entity" if strategy == "none" else "entity_group"
         out = []
         for entities in rows:
@@ -174,25 +357,31 @@ class QuestionAnsweringPipeline(Pipeline):
 
     task = "question-answering"
 
-    def __init__(self, model: str, options: _native.Load, batch_size: int = 32) -> None:
-        super().__init__(batch_size)
+    def __init__(
+        self, model: str, options: _native.Load, batch_size: Optional[int] = 32, device: str = "cpu", **defaults: Any
+    ) -> None:
+        super().__init__(batch_size, device, defaults)
         self.model = _native.QuestionAnswerer(model, options)
 
-    def __call__(
-        self,
-        *args: Any,
-        question: Union[str, Sequence[str], None] = None,
-        context: Union[str, Sequence[str], None] = None,
-        top_k: int = 1,
-        max_answer_len: int = 15,
-        max_seq_len: Optional[int] = None,
-        doc_stride: Optional[int] = None,
-        handle_impossible_answer: bool = False,
-        align_to_words: bool = True,
-        batch_size: Optional[int] = None,
-    ) -> Any:
+    def _truncation(self, given: Any) -> Any:
+        value = _value(given)
+        if value is None or value is True or value == "only_second":
+            return value
+        raise _native.RoformerValueError(
+            f"{self.task}: truncation={given!r} is not supported: every context is cut into windows of max_seq_len "
+            "tokens, doc_stride apart (True or 'only_second')"
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """{score, start, end, answer} per (question, context): one dict (a list with top_k > 1),
-        or a list of them for several. Takes question=, context=, a dict or a list of dicts."""
+        or a list of them for several. Takes question=, context=, a dict or a list of dicts, and
+        transformers 4's arguments: top_k, max_answer_len, max_seq_len, doc_stride,
+        handle_impossible_answer, align_to_words, padding, batch_size, device, num_workers."""
+        question = kwargs.pop("question", None)
+        context = kwargs.pop("context", None)
+        arguments = self._arguments(kwargs)
+        top_k = arguments.get("top_k", arguments.get("topk"))
+        top_k = 1 if top_k is None else _count(self.task, "top_k", top_k)
         single = True
         if args:
             if len(args) != 1:
@@ -216,9 +405,19 @@ class QuestionAnsweringPipeline(Pipeline):
                 questions = questions * len(contexts)
             elif c_single and not q_single:
                 contexts = contexts * len(questions)
+        max_answer_len = arguments.get("max_answer_len")
+        handle_impossible = arguments.get("handle_impossible_answer")
+        align = arguments.get("align_to_words")
         rows = self.model.answer(
-            questions, contexts, top_k, max_answer_len, max_seq_len, doc_stride,
-            handle_impossible_answer, align_to_words, self._batch(batch_size),
+            questions,
+            contexts,
+            top_k,
+            15 if max_answer_len is None else max_answer_len,
+            arguments.get("max_seq_len"),
+            arguments.get("doc_stride"),
+            bool(handle_impossible),
+            True if align is None else bool(align),
+            self._batch(arguments),
         )
         out = []
         for answers in rows:
@@ -232,21 +431,25 @@ class FillMaskPipeline(Pipeline):
 
     task = "fill-mask"
 
-    def __init__(self, model: str, options: _native.Load, batch_size: int = 32, top_k: int = 5) -> None:
-        super().__init__(batch_size)
+    def __init__(
+        self, model: str, options: _native.Load, batch_size: Optional[int] = 32, device: str = "cpu", **defaults: Any
+    ) -> None:
+        super().__init__(batch_size, device, defaults)
         self.model = _native.FillMask(model, options)
-        self.top_k = top_k
 
-    def __call__(
-        self, inputs: Union[str, Sequence[str]], top_k: Optional[int] = None, batch_size: Optional[int] = None
-    ) -> Any:
+    def __call__(self, inputs: Union[str, Sequence[str]], **kwargs: Any) -> Any:
         """{score, token, token_str, sequence} per candidate: a list for a text with one mask, a
-        list of lists for more masks, and one of those per text for a list of texts."""
+        list of lists for more masks, and one of those per text for a list of texts. Takes
+        transformers' arguments: top_k, tokenizer_kwargs (truncation, max_length, padding, also
+        taken on their own), batch_size, device, num_workers."""
+        arguments = self._arguments(kwargs)
         texts, single = _texts(inputs)
         for i, t in enumerate(texts):
             if self.model.mask_token not in t:
                 raise _native.RoformerValueError(f"inputs[{i}] has no mask token ({self.model.mask_token})")
-        rows = self.model.fill(texts, self.top_k if top_k is None else top_k, self._batch(batch_size))
+        top_k = arguments.get("top_k")
+        truncation, max_length = self._cut(arguments)
+        rows = self.model.fill(texts, 5 if top_k is None else top_k, self._batch(arguments), max_length, truncation)
         out: List[Any] = []
         for masks in rows:
             per_mask = [
@@ -262,18 +465,23 @@ class FeatureExtractionPipeline(Pipeline):
 
     task = "feature-extraction"
 
-    def __init__(self, model: str, options: _native.Load, batch_size: int = 32) -> None:
-        super().__init__(batch_size)
+    def __init__(
+        self, model: str, options: _native.Load, batch_size: Optional[int] = 32, device: str = "cpu", **defaults: Any
+    ) -> None:
+        super().__init__(batch_size, device, defaults)
         self.model = _native.SentenceEncoder(model, options)
 
-    def __call__(
-        self, inputs: Union[str, Sequence[str]], return_tensors: bool = False, batch_size: Optional[int] = None
-    ) -> Any:
+    def __call__(self, inputs: Union[str, Sequence[str]], **kwargs: Any) -> Any:
         """Nested lists [1][tokens][hidden] per text, as transformers returns them; numpy arrays of
-        that shape with `return_tensors=True`."""
+        that shape with `return_tensors=True`. Takes transformers' arguments: return_tensors,
+        truncation, tokenize_kwargs (truncation, max_length, padding, also taken on their own),
+        batch_size, device, num_workers."""
+        arguments = self._arguments(kwargs)
         texts, single = _texts(inputs)
-        rows = self.model.token_embeddings(texts, self._batch(batch_size), None)
-        out = [r[None, :, :] if return_tensors else r[None, :, :].tolist() for r in rows]
+        truncation, max_length = self._cut(arguments)
+        rows = self.model.token_embeddings(texts, self._batch(arguments), None, max_length, truncation)
+        tensors = bool(arguments.get("return_tensors"))
+        out = [r[None, :, :] if tensors else r[None, :, :].tolist() for r in rows]
         return out[0] if single else out
 
 
@@ -287,37 +495,34 @@ def pipeline(
     local_files_only: bool = False,
     precision: str = "float32",
     threads: Optional[int] = None,
-    device: Optional[str] = None,
+    device: Any = None,
     max_seq_length: Optional[int] = None,
-    batch_size: int = 32,
+    batch_size: Optional[int] = 32,
     **task_options: Any,
 ) -> Pipeline:
     """A pipeline for `task` on `model` (a folder or a Hub id), as transformers' `pipeline`:
     text-classification (sentiment-analysis; with no model, the SST-2 model built into the wheel),
-    token-classification (ner; `aggregation_strategy`, `ignore_labels`), question-answering,
-    fill-mask (`top_k`) and feature-extraction."""
+    token-classification (ner), question-answering, fill-mask and feature-extraction. `device` is
+    transformers' (-1 or "cpu", an ordinal N or "cuda:N", "mps"); any call argument of the task
+    (top_k, aggregation_strategy, truncation, max_length, ...) given here is each call's default."""
     name = _ALIASES.get(task, task)
     if name not in TASKS:
         raise _native.RoformerValueError(f"unknown task `{task}` ({', '.join(TASKS)}, sentiment-analysis, ner)")
-    options = load_options(revision, token, cache_folder, local_files_only, precision, threads, device, max_seq_length)
+    for option in task_options:
+        if option in _FACTORY_UNSUPPORTED:
+            raise _native.RoformerValueError(f"{name}: `{option}` is not supported")
+    where = device_name(device)
+    options = load_options(revision, token, cache_folder, local_files_only, precision, threads, where, max_seq_length)
     path = model_path(model) if model is not None else None
     if path is None and name != "text-classification":
         raise _native.RoformerValueError(f"{name} needs a model: a folder or a Hub id")
-    allowed: Dict[str, Tuple[str, ...]] = {
-        "text-classification": ("top_k",),
-        "token-classification": ("aggregation_strategy", "ignore_labels"),
-        "fill-mask": ("top_k",),
-    }
-    unknown = sorted(set(task_options) - set(allowed.get(name, ())))
-    if unknown:
-        raise _native.RoformerValueError(f"{name} takes no option {', '.join(unknown)}")
     if name == "text-classification":
-        return TextClassificationPipeline(path, options, batch_size, **task_options)
+        return TextClassificationPipeline(path, options, batch_size, where, **task_options)
     assert path is not None
     if name == "token-classification":
-        return TokenClassificationPipeline(path, options, batch_size, **task_options)
+        return TokenClassificationPipeline(path, options, batch_size, where, **task_options)
     if name == "question-answering":
-        return QuestionAnsweringPipeline(path, options, batch_size)
+        return QuestionAnsweringPipeline(path, options, batch_size, where, **task_options)
     if name == "fill-mask":
-        return FillMaskPipeline(path, options, batch_size, **task_options)
-    return FeatureExtractionPipeline(path, options, batch_size)
+        return FillMaskPipeline(path, options, batch_size, where, **task_options)
+    return FeatureExtractionPipeline(path, options, batch_size, where, **task_options)

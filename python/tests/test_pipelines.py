@@ -119,5 +119,5 @@ def test_feature_extraction_gives_every_tokens_hidden_state():
 def test_unknown_tasks_and_options_are_named():
     with pytest.raises(ValueError, match="unknown task `summarization`"):
         pipeline("summarization", model=fixture("pipelines", "cls"))
-    with pytest.raises(ValueError, match="takes no option top_k"):
-        pipeline("question-answering", model=fixture("pipelines", "qa"), top_k=2)
+    with pytest.raises(ValueError, match="question-answering: unknown argument `aggregation_strategy`"):
+        pipeline("question-answering", model=fixture("pipelines", "qa"), aggregation_strategy="simple")
