@@ -11,7 +11,7 @@ use crate::model::pass::{Mask, Pass};
 use crate::model::rotary;
 use crate::runtime::engine::Engine;
 use crate::runtime::kernels;
-use crate::runtime::kernels::attention::{Rotation, Segments};
+use crate::runtime::kernels::attention::{Products, Rotation, Segments};
 use crate::runtime::kernels::Level;
 use crate::runtime::kv_cache::LayerCache;
 use crate::runtime::ops::softmax_last_dim;
@@ -75,6 +75,8 @@ struct SelfAttention {
     num_heads: usize,
     head_dim: usize,
     rotary_value: bool,
+    /// The precision of the fused kernel's products: the model's (f32, or bf16 once quantized).
+    products: Products,
     dropout: f64,
     /// The layer's place in the encoder, which names its slot in a key-value cache.
     layer: usize,
@@ -88,6 +90,7 @@ impl SelfAttention {
             num_heads: config.num_attention_heads,
             head_dim: config.head_dim(),
             rotary_value: config.rotary_value,
+            products: Products::F32,
             dropout: config.attention_probs_dropout_prob,
         })
     }
@@ -122,7 +125,17 @@ impl SelfAttention {
         let segments = Segments { spans, key_bias: key_bias.as_deref(), causal: pass.causal };
         let (heads, head_dim) = (self.num_heads, self.head_dim);
         let qkv = qkv.reshape(((), width))?;
-        kernels::attention::attention(level, &qkv, &segments, rotation, heads, head_dim, self.rotary_value)
+        let rotary_value = self.rotary_value;
+        kernels::attention::attention(
+            level,
+            self.products,
+            &qkv,
+            &segments,
+            rotation,
+            heads,
+            head_dim,
+            rotary_value,
+        )
     }
 
     /// Candle's ops over (batch, len) rows, holding every score. With a `cache`, the rows are the
@@ -226,10 +239,16 @@ impl Attention {
         })
     }
 
-    /// The projections' and the output dense's weights in `precision`.
+    /// The projections' and the output dense's weights in `precision`, and attention's products
+    /// in bf16 for int8 and bf16 alike (see `Products`).
     pub fn quantize(&mut self, precision: Quantization) -> Result<()> {
         self.self_attention.projections.quantize(precision)?;
-        self.output.dense.quantize(precision)
+        self.output.dense.quantize(precision)?;
+        self.self_attention.products = match precision {
+            Quantization::None => Products::F32,
+            Quantization::Int8 | Quantization::Bf16 => Products::Bf16,
+        };
+        Ok(())
     }
 
     pub fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {

@@ -6,13 +6,20 @@
 //! of equal length with a key mask. Each task takes one block of queries of one head of one
 //! sequence and walks the keys block by block with an online softmax (flash attention), so
 //! memory grows linearly with the sequence length.
+//!
+//! The two products (Q·Kᵀ and P·V) run at the model's precision ([`Products`]): in f32, exact,
+//! for an f32 model; in bf16 with f32 sums for a bf16 or int8 one. bf16 runs on the level's bf16
+//! kernel where it has one (`vdpbf16ps`, AMX's `tdpbf16ps`), and elsewhere on its f32 kernel
+//! reading keys and values kept in bf16 (half the bytes), each widened as it is loaded. The
+//! online softmax stays in f32 at every precision.
 
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::gemm::{multiply_f32, pack_panels, Panels, Source, Start};
-use super::layout::Aligned;
-use super::tile_f32::F32Kernel;
+use super::gemm::{balanced_or_whole, multiply_f32, pack_panels, pick, Panels, Source, Start};
+use super::layout::{row_dwords, Aligned, Input, Spare};
+use super::tile_bf16::{offset, round_rows, to_bf16, Bf16Kernel, Bf16Tile};
+use super::tile_f32::{F32Kernel, Weight};
 use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};
 
@@ -20,6 +27,50 @@ use crate::error::{candle_bail, Result};
 /// kernel's nr, so that each block of keys starts on a panel: 504 for NEON's 12).
 const QUERY_BLOCK: usize = 128;
 const KEY_BLOCK: usize = 512;
+
+/// The precision of attention's two products, the model's: chosen once, when a model is
+/// quantized, and held by its attention layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Products {
+    /// f32 products: exact, for f32 models.
+    #[default]
+    F32,
+    /// Queries, keys, values and softmax weights rounded to bf16 (to nearest, ties to even),
+    /// products summed in f32: for bf16 and int8 models. int8 models take bf16 attention rather
+    /// than int8 products, see docs/log/2026-12-attention-precision.md.
+    Bf16,
+}
+
+/// How a call computes its products: decided once from the level and the precision.
+#[derive(Clone, Copy)]
+enum Route {
+    /// The level's f32 kernel on f32 panels.
+    F32(&'static F32Kernel),
+    /// The level's f32 kernel on bf16 panels, widened as they load, inputs rounded as packed.
+    Widened(&'static F32Kernel),
+    /// The level's bf16 kernel, and its tile program from so many rows (AMX).
+    Native { kernel: &'static Bf16Kernel, tiles: Option<(&'static Bf16Kernel, usize)> },
+}
+
+impl Route {
+    fn new(level: Level, products: Products) -> Route {
+        match (products, Bf16Kernel::for_level(level)) {
+            (Products::F32, _) => Route::F32(F32Kernel::for_level(level)),
+            (Products::Bf16, Some(kernel)) => {
+                Route::Native { kernel, tiles: Bf16Kernel::tiles_for_level(level) }
+            }
+            (Products::Bf16, None) => Route::Widened(F32Kernel::for_level(level)),
+        }
+    }
+
+    /// Columns per panel of the packed keys and values.
+    fn nr(self) -> usize {
+        match self {
+            Route::F32(kernel) | Route::Widened(kernel) => kernel.nr,
+            Route::Native { kernel, .. } => kernel.nr,
+        }
+    }
+}
 
 /// How tokens form sequences.
 pub(crate) struct Segments<'a> {
@@ -32,11 +83,12 @@ pub(crate) struct Segments<'a> {
     pub causal: bool,
 }
 
-/// The attention of `qkv` (tokens, 3 × heads × head_dim): queries, keys and values side by side.
-/// `rotation` covers the longest sequence.
+/// The attention of `qkv` (tokens, 3 × heads × head_dim): queries, keys and values side by side,
+/// its products in `products`. `rotation` covers the longest sequence.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     level: Level,
+    products: Products,
     qkv: &Tensor,
     segments: &Segments,
     rotation: &Rotation,
@@ -88,92 +140,195 @@ pub(crate) fn attention(
     };
 
     let (values, value_width) = if rotary_value { (&rotated[..], rotated_width) } else { (qkv, width) };
-    let kernel = F32Kernel::for_level(level);
-    let nr = kernel.nr;
-    // Keys and values packed as the GEMM's panels once per sequence and head, for every block of
-    // queries: keys as (len, head_dim) weights, values as (head_dim, len).
-    let pairs: Vec<(usize, usize)> =
-        (0..segments.spans.len()).flat_map(|s| (0..heads).map(move |h| (s, h))).collect();
-    let sizes = |len: usize| (len.div_ceil(nr) * nr * head_dim, head_dim.div_ceil(nr) * nr * len);
-    let mut offsets = Vec::with_capacity(pairs.len());
-    let mut total = 0;
-    for &(s, _) in &pairs {
-        let (k_size, v_size) = sizes(segments.spans[s].1);
-        offsets.push(total);
-        total += k_size + v_size;
+    let heads_of = Heads { segments, rotated: &rotated, rotated_width, values, value_width, heads, head_dim };
+    let route = Route::new(level, products);
+    let out = match route {
+        Route::F32(kernel) => heads_of.run::<f32>(route, |block, context| block.run_f32(kernel, context)),
+        Route::Widened(kernel) => heads_of.run::<u16>(route, |block, context| block.run_f32(kernel, context)),
+        Route::Native { kernel, tiles } => {
+            heads_of.run::<u16>(route, |block, context| block.run_bf16(kernel, tiles, context))
+        }
+    };
+    tensor(out, &[tokens, hidden])
+}
+
+/// What every (sequence, head) pair reads: the rotated queries and keys, and the values.
+struct Heads<'a> {
+    segments: &'a Segments<'a>,
+    rotated: &'a [f32],
+    rotated_width: usize,
+    values: &'a [f32],
+    value_width: usize,
+    heads: usize,
+    head_dim: usize,
+}
+
+/// A value of a packed key or value panel: f32, or bf16 bits.
+trait PanelValue: Weight + Spare {
+    /// Values per panel of `nr` columns of depth `k`.
+    fn panel_len(k: usize, nr: usize) -> usize;
+
+    /// Packs `n` columns of depth `k` from `source` into panels of `nr` columns: with each
+    /// column's 2 k together (`pairs`, what the bf16 kernels read) or each k's `nr` columns
+    /// together (what the f32 kernels read, widening bf16).
+    fn pack(source: Source, n: usize, k: usize, nr: usize, pairs: bool, dst: &mut [Self]);
+}
+
+impl PanelValue for f32 {
+    fn panel_len(k: usize, nr: usize) -> usize {
+        k * nr
     }
-    let mut panels = Aligned::scratch(total);
-    {
+
+    /// Through the GEMM's own packing, which moves whole lines.
+    fn pack(source: Source, n: usize, k: usize, nr: usize, _pairs: bool, dst: &mut [f32]) {
+        pack_panels(source, n, k, nr, dst)
+    }
+}
+
+impl PanelValue for u16 {
+    /// Whole steps of 2 k, as the bf16 kernels read them (zero past k).
+    fn panel_len(k: usize, nr: usize) -> usize {
+        k.div_ceil(2) * 2 * nr
+    }
+
+    fn pack(source: Source, n: usize, k: usize, nr: usize, pairs: bool, dst: &mut [u16]) {
+        // The padding (columns past n, the step past an odd k) must be zero, and the buffer is a
+        // pooled one: a NaN left there times a zero weight is NaN.
+        dst.fill(0);
+        for (p, panel) in dst.chunks_mut(Self::panel_len(k, nr)).take(n.div_ceil(nr)).enumerate() {
+            let cols = nr.min(n - p * nr);
+            match source {
+                Source::Rows { data, ld } => {
+                    for j in 0..cols {
+                        for (kk, &v) in data[(p * nr + j) * ld..][..k].iter().enumerate() {
+                            panel[offset(nr, pairs, j, kk)] = to_bf16(v);
+                        }
+                    }
+                }
+                Source::Columns { data, ld } => {
+                    for kk in 0..k {
+                        for (j, &v) in data[kk * ld + p * nr..][..cols].iter().enumerate() {
+                            panel[offset(nr, pairs, j, kk)] = to_bf16(v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One (sequence, head)'s keys and values packed as panels, and where each sits.
+struct Packed<W> {
+    panels: Aligned<W>,
+    /// Per (sequence, head) pair: its offset into `panels`.
+    offsets: Vec<usize>,
+    /// The (sequence, head) pairs, sequence-major.
+    pairs: Vec<(usize, usize)>,
+}
+
+impl Heads<'_> {
+    /// (keys, values) sizes of a sequence of `len` in panels of `nr` columns of `W`.
+    fn sizes<W: PanelValue>(&self, len: usize, nr: usize) -> (usize, usize) {
+        let d = self.head_dim;
+        (len.div_ceil(nr) * W::panel_len(d, nr), d.div_ceil(nr) * W::panel_len(len, nr))
+    }
+
+    /// Keys and values packed once per sequence and head, for every block of queries: keys as
+    /// (len, head_dim) weights, values as (head_dim, len).
+    fn pack<W: PanelValue>(&self, route: Route) -> Packed<W> {
+        let (nr, d) = (route.nr(), self.head_dim);
+        let spans = self.segments.spans;
+        let pairs: Vec<(usize, usize)> =
+            (0..spans.len()).flat_map(|s| (0..self.heads).map(move |h| (s, h))).collect();
+        let mut offsets = Vec::with_capacity(pairs.len());
+        let mut total = 0;
+        for &(s, _) in &pairs {
+            let (k_size, v_size) = self.sizes::<W>(spans[s].1, nr);
+            offsets.push(total);
+            total += k_size + v_size;
+        }
+        let mut panels = Aligned::<W>::scratch(total);
         let mut rest = panels.as_mut_slice();
         let mut parts = Vec::with_capacity(pairs.len());
         for &(s, _) in &pairs {
-            let (k_size, v_size) = sizes(segments.spans[s].1);
+            let (k_size, v_size) = self.sizes::<W>(spans[s].1, nr);
             let (part, tail) = rest.split_at_mut(k_size + v_size);
             parts.push(part);
             rest = tail;
         }
+        let hidden = self.heads * d;
         parts.into_par_iter().zip(&pairs).for_each(|(part, &(s, h))| {
-            let (start, len) = segments.spans[s];
-            let (keys, vals) = part.split_at_mut(sizes(len).0);
+            let (start, len) = spans[s];
+            let (keys, vals) = part.split_at_mut(self.sizes::<W>(len, nr).0);
             let k_src = Source::Rows {
-                data: &rotated[start * rotated_width + hidden + h * head_dim..],
-                ld: rotated_width,
+                data: &self.rotated[start * self.rotated_width + hidden + h * d..],
+                ld: self.rotated_width,
             };
-            pack_panels(k_src, len, head_dim, nr, keys);
             let v_src = Source::Columns {
-                data: &values[start * value_width + 2 * hidden + h * head_dim..],
-                ld: value_width,
+                data: &self.values[start * self.value_width + 2 * hidden + h * d..],
+                ld: self.value_width,
             };
-            pack_panels(v_src, head_dim, len, nr, vals);
+            let pairs = matches!(route, Route::Native { .. });
+            W::pack(k_src, len, d, nr, pairs, keys);
+            W::pack(v_src, d, len, nr, pairs, vals);
         });
+        Packed { panels, offsets, pairs }
     }
-    let panels_ref = panels.as_slice();
 
-    let mut out = Vec::with_capacity(tokens * hidden);
-    let out_ptr = SendPtr(out.as_mut_ptr());
-    let tasks: Vec<(usize, usize, usize)> = pairs
-        .iter()
-        .enumerate()
-        .flat_map(|(i, &(s, _))| (0..segments.spans[s].1).step_by(QUERY_BLOCK).map(move |q| (i, s, q)))
-        .collect();
-    let rotated = &rotated[..];
-    tasks.into_par_iter().for_each(|(i, s, q0)| {
-        let (start, len) = segments.spans[s];
-        let h = pairs[i].1;
-        let (k_size, _) = sizes(len);
-        let part = &panels_ref[offsets[i]..];
-        let rows = QUERY_BLOCK.min(len - q0);
-        let job = Block {
-            kernel,
-            queries: &rotated[(start + q0) * rotated_width + h * head_dim..],
-            query_stride: rotated_width,
-            keys: &part[..k_size],
-            values: &part[k_size..],
-            head_dim,
-            len,
-            q0,
-            rows,
-            key_bias: segments.key_bias.map(|b| &b[start..start + len]),
-            causal: segments.causal,
-        };
-        let mut context = vec![0f32; rows * head_dim];
-        job.run(&mut context);
-        for (i, row) in context.chunks(head_dim).enumerate() {
-            // SAFETY: this task alone writes these columns of these rows, inside `out`'s
-            // capacity of tokens × hidden.
-            let dst = unsafe {
-                std::slice::from_raw_parts_mut(
-                    out_ptr.get().wrapping_add((start + q0 + i) * hidden + h * head_dim),
-                    head_dim,
-                )
+    /// Packs the keys and values, runs `block` on every block of queries of every (sequence,
+    /// head), on the threads, and gathers the contexts into (tokens, hidden).
+    fn run<W: PanelValue>(&self, route: Route, block: impl Fn(&Block<W>, &mut [f32]) + Sync) -> Vec<f32> {
+        let packed = self.pack::<W>(route);
+        let (nr, d, spans) = (route.nr(), self.head_dim, self.segments.spans);
+        let tokens: usize = spans.iter().map(|s| s.1).sum();
+        let hidden = self.heads * d;
+        let mut out = Vec::with_capacity(tokens * hidden);
+        let out_ptr = SendPtr(out.as_mut_ptr());
+        let tasks: Vec<(usize, usize, usize)> = packed
+            .pairs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &(s, _))| (0..spans[s].1).step_by(QUERY_BLOCK).map(move |q| (i, s, q)))
+            .collect();
+        let panels = packed.panels.as_slice();
+        tasks.into_par_iter().for_each(|(i, s, q0)| {
+            let (start, len) = spans[s];
+            let h = packed.pairs[i].1;
+            let (k_size, v_size) = self.sizes::<W>(len, nr);
+            let part = &panels[packed.offsets[i]..][..k_size + v_size];
+            let rows = QUERY_BLOCK.min(len - q0);
+            let job = Block {
+                queries: &self.rotated[(start + q0) * self.rotated_width + h * d..],
+                query_stride: self.rotated_width,
+                keys: &part[..k_size],
+                values: &part[k_size..],
+                nr,
+                head_dim: d,
+                len,
+                q0,
+                rows,
+                key_bias: self.segments.key_bias.map(|b| &b[start..start + len]),
+                causal: self.segments.causal,
             };
-            dst.copy_from_slice(row);
-        }
-    });
-    panels.recycle();
-    // SAFETY: the tasks covered every (token, head) cell: each span's rows, all heads.
-    unsafe { out.set_len(tokens * hidden) };
-    tensor(out, &[tokens, hidden])
+            let mut context = vec![0f32; rows * d];
+            block(&job, &mut context);
+            for (i, row) in context.chunks(d).enumerate() {
+                // SAFETY: this task alone writes these columns of these rows, inside `out`'s
+                // capacity of tokens × hidden.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        out_ptr.get().wrapping_add((start + q0 + i) * hidden + h * d),
+                        d,
+                    )
+                };
+                dst.copy_from_slice(row);
+            }
+        });
+        packed.panels.recycle();
+        // SAFETY: the tasks covered every (token, head) cell: each span's rows, all heads.
+        unsafe { out.set_len(tokens * hidden) };
+        out
+    }
 }
 
 multiversion! {
@@ -222,14 +377,14 @@ impl Rotation {
 }
 
 /// One task: `rows` queries from `q0` of one head of one sequence, against all its keys.
-struct Block<'a> {
-    kernel: &'static F32Kernel,
+struct Block<'a, W> {
     /// The first query's rotated, scaled row; queries are `query_stride` apart.
     queries: &'a [f32],
     query_stride: usize,
-    /// The sequence's keys and values of this head, packed as panels.
-    keys: &'a [f32],
-    values: &'a [f32],
+    /// The sequence's keys and values of this head, packed as panels of `nr` columns.
+    keys: &'a [W],
+    values: &'a [W],
+    nr: usize,
     head_dim: usize,
     len: usize,
     q0: usize,
@@ -238,25 +393,60 @@ struct Block<'a> {
     causal: bool,
 }
 
-impl Block<'_> {
-    fn run(&self, context: &mut [f32]) {
-        let (d, nr) = (self.head_dim, self.kernel.nr);
+impl<W: PanelValue> Block<'_, W> {
+    /// Per block of `key_block` keys, whether to compute it: a block whose every key is padding,
+    /// or after the last query under the causal mask, adds weights of exactly 0 (e^(s + f32::MIN
+    /// − max) underflows) and leaves the running maximum alone, so skipping it changes no bit.
+    /// That holds while every query keeps a key it sees in a computed block; where one might
+    /// not, every block is computed, so that such rows come out uniform over all keys as
+    /// transformers' do.
+    fn live_blocks(&self, key_block: usize) -> Vec<bool> {
+        let blocks = self.len.div_ceil(key_block);
+        if self.key_bias.is_none() && !self.causal {
+            return vec![true; blocks];
+        }
+        let open = |k: usize| self.key_bias.is_none_or(|b| b[k] == 0.0);
+        let keys = |b: usize| b * key_block..((b + 1) * key_block).min(self.len);
+        let last_query = self.q0 + self.rows - 1;
+        let live: Vec<bool> =
+            (0..blocks).map(|b| !(self.causal && b * key_block > last_query) && keys(b).any(open)).collect();
+        // A key at or before the block's first query is seen by every query of the block.
+        let seen_by_all = |k: usize| open(k) && (!self.causal || k <= self.q0);
+        if (0..blocks).any(|b| live[b] && keys(b).any(seen_by_all)) {
+            live
+        } else {
+            vec![true; blocks]
+        }
+    }
+
+    /// The products on the level's f32 kernel, reading f32 panels, or bf16 ones widened.
+    fn run_f32(&self, kernel: &F32Kernel, context: &mut [f32]) {
+        let (d, nr) = (self.head_dim, self.nr);
         let key_block = KEY_BLOCK / nr * nr;
         let mut max = vec![f32::NEG_INFINITY; self.rows];
         let mut sum = vec![0f32; self.rows];
         let mut scores = vec![0f32; self.rows * key_block.min(self.len)];
         let mut scratch = Aligned::default();
-        for k0 in (0..self.len).step_by(key_block) {
+        let (key_panel, value_panel) = (W::panel_len(d, nr), W::panel_len(self.len, nr));
+        for (k0, live) in (0..self.len).step_by(key_block).zip(self.live_blocks(key_block)) {
+            if !live {
+                continue;
+            }
             let cols = key_block.min(self.len - k0);
             let scores = &mut scores[..self.rows * cols];
             // Scores = Q Kᵀ for this block of keys (q is already scaled); blocks start on a
             // panel, as the key block is a multiple of nr.
-            let keys =
-                Panels { data: &self.keys[(k0 / nr) * d * nr..], stride: d * nr, n: cols, k0: 0, depth: d };
+            let keys = Panels {
+                data: &self.keys[(k0 / nr) * key_panel..],
+                stride: key_panel,
+                n: cols,
+                k0: 0,
+                depth: d,
+            };
             // SAFETY: `scores` holds rows × cols floats, cols apart, and only this call touches it.
             unsafe {
                 multiply_f32(
-                    self.kernel,
+                    kernel,
                     self.queries,
                     self.query_stride,
                     self.rows,
@@ -269,13 +459,28 @@ impl Block<'_> {
                 )
             };
             let bias = self.key_bias.map(|b| &b[k0..k0 + cols]);
-            softmax_step(scores, cols, bias, self.causal, self.q0, k0, &mut max, &mut sum, context, d);
+            let (coarse, f32_weights) = (W::BF16, &mut [][..]);
+            softmax_step(
+                scores,
+                cols,
+                bias,
+                self.causal,
+                self.q0,
+                k0,
+                &mut max,
+                &mut sum,
+                context,
+                d,
+                coarse,
+                f32_weights,
+                0,
+            );
             // Context += P V for this block of keys.
-            let values = Panels { data: self.values, stride: self.len * nr, n: d, k0, depth: cols };
+            let values = Panels { data: self.values, stride: value_panel, n: d, k0, depth: cols };
             // SAFETY: `context` holds rows × d floats, d apart, and only this call touches it.
             unsafe {
                 multiply_f32(
-                    self.kernel,
+                    kernel,
                     scores,
                     cols,
                     self.rows,
@@ -292,9 +497,126 @@ impl Block<'_> {
     }
 }
 
+impl Block<'_, u16> {
+    /// The products on the level's bf16 kernel (or, from its row count, its tile program):
+    /// queries rounded to bf16 once, each block's softmax weights rounded as the online softmax
+    /// writes them (it keeps its maxima and sums in f32). Both lie row by row as the kernels read
+    /// their input, so that a tile's input is a slice from its first row: `mr` rows past the
+    /// last make every tile's slice whole.
+    fn run_bf16(
+        &self,
+        kernel: &'static Bf16Kernel,
+        tiles: Option<(&'static Bf16Kernel, usize)>,
+        context: &mut [f32],
+    ) {
+        let (kernel, program) = pick(kernel, tiles, self.rows);
+        let (d, nr, mr) = (self.head_dim, kernel.nr, kernel.mr);
+        let row_tiles = balanced_or_whole(self.rows, mr, !program);
+        let q_steps = d.div_ceil(2);
+        let q_stride = row_dwords(q_steps);
+        // Pooled buffers: fresh ones of this size cost page faults and zeroing in every task.
+        // What they held before is overwritten before it is read, or read only by rows past a
+        // tile's, whose sums no output keeps.
+        let mut queries = Aligned::<u32>::scratch((self.rows + mr) * q_stride);
+        let mut query = vec![0f32; d];
+        for (r, dst) in queries.as_mut_slice().chunks_exact_mut(q_stride).take(self.rows).enumerate() {
+            query.copy_from_slice(&self.queries[r * self.query_stride..][..d]);
+            round_rows(&query, d, 1, dst);
+        }
+        let queries_buffer = queries;
+        let queries = queries_buffer.as_slice();
+
+        let key_block = KEY_BLOCK / nr * nr;
+        let mut max = vec![f32::NEG_INFINITY; self.rows];
+        let mut sum = vec![0f32; self.rows];
+        let mut scores = Aligned::<f32>::scratch(self.rows * key_block.min(self.len));
+        let most_stride = row_dwords(key_block.min(self.len).div_ceil(2));
+        let mut weights = Aligned::<u32>::scratch((self.rows + mr) * most_stride);
+        let mut block_context = vec![0f32; self.rows * d];
+        let zeros = [0f32; 32];
+        let (key_panel, value_panel) = (u16::panel_len(d, nr), u16::panel_len(self.len, nr));
+        // One panel of output columns for every tile: `a` holds the input rows, `a_stride`
+        // dwords apart; `c` is the first row's first output, rows `ldc` apart.
+        let product =
+            |a: &[u32], a_stride: usize, steps: usize, b: &[u16], cols: usize, c: *mut f32, ldc: usize| {
+                let tile_dwords = Input::Rows.tile_dwords(steps, mr, 0);
+                let tiles: Vec<Bf16Tile> = row_tiles
+                    .iter()
+                    .map(|&(row, rows)| Bf16Tile {
+                        rows,
+                        cols,
+                        steps,
+                        a: &a[row * a_stride..][..tile_dwords],
+                        b,
+                        bias: &zeros,
+                        // Inside the caller's buffer: row < self.rows, and the columns within ldc.
+                        c: c.wrapping_add(row * ldc),
+                        ldc,
+                    })
+                    .collect();
+                // SAFETY: the kernel is one this CPU runs (the level in force has it); the tiles'
+                // operands are whole (`Bf16Tile::check` asserts it); each writes its own rows of
+                // `cols` columns of the buffer `c` points into, which only this task holds.
+                unsafe { (kernel.tiles)(&tiles) };
+            };
+        for (k0, live) in (0..self.len).step_by(key_block).zip(self.live_blocks(key_block)) {
+            if !live {
+                continue;
+            }
+            let cols = key_block.min(self.len - k0);
+            let scores = &mut scores.as_mut_slice()[..self.rows * cols];
+            for p in 0..cols.div_ceil(nr) {
+                let panel = &self.keys[(k0 / nr + p) * key_panel..][..key_panel];
+                let c = scores.as_mut_ptr().wrapping_add(p * nr);
+                product(queries, q_stride, q_steps, panel, nr.min(cols - p * nr), c, cols);
+            }
+            let bias = self.key_bias.map(|b| &b[k0..k0 + cols]);
+            let steps = cols.div_ceil(2);
+            let stride = row_dwords(steps);
+            // SAFETY: two u16 fit every u32 exactly, at no stricter alignment.
+            let rounded = unsafe {
+                let dwords = &mut weights.as_mut_slice()[..self.rows * stride];
+                std::slice::from_raw_parts_mut(dwords.as_mut_ptr().cast::<u16>(), dwords.len() * 2)
+            };
+            softmax_step(
+                scores,
+                cols,
+                bias,
+                self.causal,
+                self.q0,
+                k0,
+                &mut max,
+                &mut sum,
+                context,
+                d,
+                true,
+                rounded,
+                stride,
+            );
+            // The block's P V, added to what the softmax step rescaled: the kernels store sums
+            // rather than add to their output.
+            for p in 0..d.div_ceil(nr) {
+                // Key k0 starts a step (k0 is even), at 2·nr values a step.
+                let panel = &self.values[p * value_panel + k0 * nr..][..steps * 2 * nr];
+                let c = block_context.as_mut_ptr().wrapping_add(p * nr);
+                product(weights.as_slice(), stride, steps, panel, nr.min(d - p * nr), c, d);
+            }
+            add(context, &block_context);
+        }
+        finish(context, &sum, d);
+        queries_buffer.recycle();
+        scores.recycle();
+        weights.recycle();
+    }
+}
+
 multiversion! {
     /// One step of the online softmax: masks the block's scores, turns them into weights against
-    /// each row's running maximum, and rescales what the context and sums hold so far.
+    /// each row's running maximum, and rescales what the context and sums hold so far. The
+    /// weights stay in `scores` as f32, or, where `weights` is not empty, go there rounded to
+    /// bf16 as the bf16 kernels read their input (row i at `i · stride` dwords, 2 keys to a
+    /// dword, zero up to the stride; as u16 here). `coarse` weights, for bf16 products, take an exponential
+    /// as coarse as their rounding allows.
     #[allow(clippy::too_many_arguments)]
     fn softmax_step(
         scores: &mut [f32],
@@ -307,7 +629,11 @@ multiversion! {
         sum: &mut [f32],
         context: &mut [f32],
         d: usize,
+        coarse: bool,
+        weights: &mut [u16],
+        stride: usize,
     ) {
+        let exp = |x: f32| if coarse { math::exp_nonpositive_coarse(x) } else { math::exp(x) };
         for (i, row) in scores.chunks_mut(cols).enumerate() {
             if let Some(bias) = bias {
                 row.iter_mut().zip(bias).for_each(|(s, b)| *s += b);
@@ -325,25 +651,56 @@ multiversion! {
             let new_max = max[i].max(math::lane_max(row, f32::NEG_INFINITY));
             let correction = math::exp(max[i] - new_max);
             let mut block_sum = [0f32; 16];
-            let mut chunks = row.chunks_exact_mut(16);
-            for chunk in &mut chunks {
-                for (total, s) in block_sum.iter_mut().zip(chunk) {
-                    *s = math::exp(*s - new_max);
-                    *total += *s;
+            let tail_sum = if weights.is_empty() {
+                let mut chunks = row.chunks_exact_mut(16);
+                for chunk in &mut chunks {
+                    for (total, s) in block_sum.iter_mut().zip(chunk) {
+                        *s = exp(*s - new_max);
+                        *total += *s;
+                    }
                 }
-            }
-            // The ragged tail runs through one padded chunk, so that its exponentials vectorise
-            // too (e^-inf is 0): short sequences have most of their keys there.
-            let tail = chunks.into_remainder();
-            let mut padded = [f32::NEG_INFINITY; 16];
-            padded[..tail.len()].copy_from_slice(tail);
-            padded.iter_mut().for_each(|s| *s = math::exp(*s - new_max));
-            tail.copy_from_slice(&padded[..tail.len()]);
-            let tail_sum: f32 = padded.iter().sum();
+                // The ragged tail runs through one padded chunk, so that its exponentials
+                // vectorise too (e^-inf is 0): short sequences have most of their keys there.
+                let tail = chunks.into_remainder();
+                let mut padded = [f32::NEG_INFINITY; 16];
+                padded[..tail.len()].copy_from_slice(tail);
+                padded.iter_mut().for_each(|s| *s = exp(*s - new_max));
+                tail.copy_from_slice(&padded[..tail.len()]);
+                padded.iter().sum::<f32>()
+            } else {
+                // Two keys to a dword, the lower key in the low half: the weights in key
+                // order, as u16.
+                let out = &mut weights[i * stride * 2..(i + 1) * stride * 2];
+                let mut chunks = row.chunks_exact(16);
+                for (chunk, line) in (&mut chunks).zip(out.chunks_exact_mut(16)) {
+                    let mut e = [0f32; 16];
+                    for ((e, total), &s) in e.iter_mut().zip(block_sum.iter_mut()).zip(chunk) {
+                        *e = math::exp_nonpositive_coarse(s - new_max);
+                        *total += *e;
+                    }
+                    line.iter_mut().zip(&e).for_each(|(o, &e)| *o = to_bf16(e));
+                }
+                let tail = chunks.remainder();
+                let mut e = [f32::NEG_INFINITY; 16];
+                e[..tail.len()].copy_from_slice(tail);
+                e.iter_mut().for_each(|e| *e = math::exp_nonpositive_coarse(*e - new_max));
+                let done = cols / 16 * 16;
+                out[done..cols].iter_mut().zip(&e).for_each(|(o, &e)| *o = to_bf16(e));
+                // The row's padding too: old bits there could be NaN, which times a zero
+                // value is NaN.
+                out[cols..].fill(0);
+                e.iter().sum::<f32>()
+            };
             sum[i] = sum[i] * correction + block_sum.iter().sum::<f32>() + tail_sum;
             max[i] = new_max;
             context[i * d..i * d + d].iter_mut().for_each(|c| *c *= correction);
         }
+    }
+}
+
+multiversion! {
+    fn add(context: &mut [f32], block: &[f32]) {
+        context.iter_mut().zip(block).for_each(|(c, b)| *c += b);
     }
 }
 
@@ -430,6 +787,10 @@ mod tests {
         out
     }
 
+    /// bf16's bound on these inputs (values in [-2, 2), head size 8): each of q, k, v and the
+    /// weights rounded to 8 significant bits strays by 2⁻⁹ of itself.
+    const BF16_BOUND: f64 = 3e-2;
+
     #[test]
     fn blocked_attention_equals_attention_across_many_blocks() {
         // Several query and key blocks per sequence, a ragged last block, packed sequences of
@@ -458,15 +819,36 @@ mod tests {
             let segments = Segments { spans: &spans, key_bias: padded.then_some(&bias[..]), causal };
             let qkv_t = Tensor::from_vec(qkv.clone(), (tokens, 3 * hidden), &Device::Cpu).unwrap();
             let want = reference(&qkv, &segments, &cos, &sin, heads, d, rotary_value);
+            let mut bf16_outputs: Vec<(Level, Vec<f32>)> = Vec::new();
             for level in crate::runtime::kernels::tested_levels("blocked attention") {
-                let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
-                let ours = attention(level, &qkv_t, &segments, &rotation, heads, d, rotary_value).unwrap();
-                let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                let worst = ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
-                assert!(
-                    worst < 1e-4,
-                    "{level:?}: spans {spans:?} padded {padded} causal {causal}: max abs {worst:e}"
-                );
+                for (products, bound) in [(Products::F32, 1e-4), (Products::Bf16, BF16_BOUND)] {
+                    let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
+                    let ours =
+                        attention(level, products, &qkv_t, &segments, &rotation, heads, d, rotary_value)
+                            .unwrap();
+                    let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                    let worst =
+                        ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+                    assert!(
+                        worst < bound,
+                        "{level:?} {products:?}: spans {spans:?} padded {padded} causal {causal}: max abs {worst:e}"
+                    );
+                    if products == Products::Bf16 {
+                        bf16_outputs.push((level, ours));
+                    }
+                }
+            }
+            // Every level rounds the same operands to bf16 (x86's key blocks all hold 512 keys),
+            // whether its products run on a bf16 kernel or widen for an f32 one: the results
+            // differ by the order of f32 sums, and where a score's last bit moves a weight across
+            // a bf16 rounding boundary, by one rounding of that weight (a hundredth of the bound).
+            let x86 = |l: &Level| matches!(l, Level::Avx2 | Level::AvxVnni) || *l >= Level::Avx512;
+            let same_blocks: Vec<_> =
+                bf16_outputs.iter().filter(|(l, _)| x86(l) || *l == Level::Portable).collect();
+            for pair in same_blocks.windows(2) {
+                let ((a_level, a), (b_level, b)) = (pair[0], pair[1]);
+                let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+                assert!(worst < 3e-4, "bf16 at {a_level:?} and {b_level:?} differ by {worst:e}");
             }
         }
     }

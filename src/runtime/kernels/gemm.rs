@@ -31,7 +31,7 @@ pub(crate) fn tiles(m: usize, mr: usize) -> Vec<(usize, usize)> {
 /// `m` rows in tiles of `mr`, balanced as [`tiles`] cuts them, or whole ones with what is left
 /// last (for a tile program that computes 16 rows at a time: 100 rows as 32, 32, 32 and 4 run 7
 /// row blocks, as 25 × 4 they run 8).
-fn balanced_or_whole(m: usize, mr: usize, balanced: bool) -> Vec<(usize, usize)> {
+pub(crate) fn balanced_or_whole(m: usize, mr: usize, balanced: bool) -> Vec<(usize, usize)> {
     if !balanced {
         return (0..m).step_by(mr.max(1)).map(|row| (row, mr.min(m - row))).collect();
     }
@@ -134,7 +134,11 @@ impl Plan {
 
 /// The one choice between a level's tile program and its register kernel: the program from its
 /// row count on. The kernel, and whether it is the program.
-fn pick<K>(kernel: &'static K, tiles: Option<(&'static K, usize)>, m: usize) -> (&'static K, bool) {
+pub(crate) fn pick<K>(
+    kernel: &'static K,
+    tiles: Option<(&'static K, usize)>,
+    m: usize,
+) -> (&'static K, bool) {
     match tiles {
         Some((tiles, min_rows)) if m >= min_rows => (tiles, true),
         _ => (kernel, false),

@@ -97,7 +97,7 @@ impl<T: Spare> Aligned<T> {
 }
 
 /// Element types with a pool of spare buffers between calls: f32 for packing and panels, u32 for
-/// int8's and bf16's packed inputs.
+/// int8's and bf16's packed inputs, u16 for attention's bf16 keys and values.
 pub(crate) trait Spare: Copy + Default + 'static {
     fn pool() -> &'static std::sync::Mutex<Vec<Vec<Self>>>;
 }
@@ -112,6 +112,13 @@ impl Spare for f32 {
 impl Spare for u32 {
     fn pool() -> &'static std::sync::Mutex<Vec<Vec<u32>>> {
         static SPARE: std::sync::Mutex<Vec<Vec<u32>>> = std::sync::Mutex::new(Vec::new());
+        &SPARE
+    }
+}
+
+impl Spare for u16 {
+    fn pool() -> &'static std::sync::Mutex<Vec<Vec<u16>>> {
+        static SPARE: std::sync::Mutex<Vec<Vec<u16>>> = std::sync::Mutex::new(Vec::new());
         &SPARE
     }
 }
