@@ -208,3 +208,53 @@ fn classify_takes_quantize_and_names_the_choices() {
     let out = run("classify", &["--model", &model, "--quantize", "int8"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Long inputs, as attention at low precision meets them: a classifier with heads of 64 (as every
+/// pretrained RoFormer has) on texts of 600 to 2,304 tokens, several key blocks each, against
+/// transformers' f32 (`scripts/fixtures/make_long_fixture.py`). f32 stays exact; bf16, whose
+/// attention and linears both round to bf16, strays at most twice as far as torch's bf16 autocast
+/// does from its own f32 on the same texts; int8 (int8 linears, bf16 attention) within 0.08; and
+/// every label stays f32's.
+#[test]
+fn long_inputs_keep_f32s_labels_and_their_bounds_at_every_precision() {
+    if cpu_only("int8 and bf16") {
+        return;
+    }
+    let dir = crate::support::fixture("pipelines/long_cls");
+    let want = expected("long_cls");
+    let cases = want["texts"].as_array().unwrap();
+    let numbers = |case: &Value, key: &str| -> Vec<f64> {
+        case[key].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
+    };
+    let largest_change = |a: &[Vec<f64>], b: &[Vec<f64>]| -> f64 {
+        a.iter().zip(b).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs())).fold(0.0, f64::max)
+    };
+    let argmax = |v: &[f64]| (0..v.len()).max_by(|&i, &j| v[i].total_cmp(&v[j])).unwrap();
+    let f32_scores: Vec<Vec<f64>> = cases.iter().map(|c| numbers(c, "scores")).collect();
+    let autocast: Vec<Vec<f64>> = cases.iter().map(|c| numbers(c, "bf16_autocast_scores")).collect();
+    let autocast_change = largest_change(&autocast, &f32_scores);
+    assert!(autocast_change > 0.0, "the fixture's autocast scores equal its f32 ones");
+    let texts: Vec<&str> = cases.iter().map(|c| c["input"][0].as_str().unwrap()).collect();
+    assert!(cases.iter().any(|c| c["tokens"].as_u64().unwrap() >= 2048), "no text of 2,048 tokens");
+    for (precision, bound) in
+        [(Quantization::None, 1e-4), (Quantization::Bf16, 2.0 * autocast_change), (Quantization::Int8, 0.08)]
+    {
+        let options = PipelineOptions::default().with_quantization(precision).with_batch_size(4);
+        let classifier = TextClassifier::from_pretrained_with(&dir, options).unwrap();
+        let got: Vec<Vec<f64>> = classifier
+            .classify(&texts)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.scores.iter().map(|&s| s as f64).collect())
+            .collect();
+        let change = largest_change(&got, &f32_scores);
+        if std::env::var_os("ROFORMER_PRINT_DIFFS").is_some() {
+            eprintln!("long inputs, {precision}: max |Δprobability| {change:.2e} (bound {bound:.2e})");
+        }
+        assert!(change <= bound, "{precision}: a probability moved by {change:.3e} (bound {bound:.3e})");
+        assert!(precision == Quantization::None || change > 0.0, "{precision} gave f32's answers exactly");
+        for (i, (got, want)) in got.iter().zip(&f32_scores).enumerate() {
+            assert_eq!(argmax(got), argmax(want), "{precision}: text {i}'s label is not f32's");
+        }
+    }
+}
