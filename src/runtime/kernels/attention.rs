@@ -650,11 +650,11 @@ multiversion! {
             }
             let new_max = max[i].max(math::lane_max(row, f32::NEG_INFINITY));
             let correction = math::exp(max[i] - new_max);
-            let mut block_sum = [0f32; 16];
-            let tail_sum = if weights.is_empty() {
+            let block_sum = if weights.is_empty() {
+                let mut lanes = [0f32; 16];
                 let mut chunks = row.chunks_exact_mut(16);
                 for chunk in &mut chunks {
-                    for (total, s) in block_sum.iter_mut().zip(chunk) {
+                    for (total, s) in lanes.iter_mut().zip(chunk) {
                         *s = exp(*s - new_max);
                         *total += *s;
                     }
@@ -666,36 +666,89 @@ multiversion! {
                 padded[..tail.len()].copy_from_slice(tail);
                 padded.iter_mut().for_each(|s| *s = exp(*s - new_max));
                 tail.copy_from_slice(&padded[..tail.len()]);
-                padded.iter().sum::<f32>()
+                lanes.iter().sum::<f32>() + padded.iter().sum::<f32>()
             } else {
-                // Two keys to a dword, the lower key in the low half: the weights in key
-                // order, as u16.
-                let out = &mut weights[i * stride * 2..(i + 1) * stride * 2];
-                let mut chunks = row.chunks_exact(16);
-                for (chunk, line) in (&mut chunks).zip(out.chunks_exact_mut(16)) {
-                    let mut e = [0f32; 16];
-                    for ((e, total), &s) in e.iter_mut().zip(block_sum.iter_mut()).zip(chunk) {
-                        *e = math::exp_nonpositive_coarse(s - new_max);
-                        *total += *e;
-                    }
-                    line.iter_mut().zip(&e).for_each(|(o, &e)| *o = to_bf16(e));
-                }
-                let tail = chunks.remainder();
-                let mut e = [f32::NEG_INFINITY; 16];
-                e[..tail.len()].copy_from_slice(tail);
-                e.iter_mut().for_each(|e| *e = math::exp_nonpositive_coarse(*e - new_max));
-                let done = cols / 16 * 16;
-                out[done..cols].iter_mut().zip(&e).for_each(|(o, &e)| *o = to_bf16(e));
-                // The row's padding too: old bits there could be NaN, which times a zero
-                // value is NaN.
-                out[cols..].fill(0);
-                e.iter().sum::<f32>()
+                bf16_weights(row, new_max, &mut weights[i * stride * 2..(i + 1) * stride * 2])
             };
-            sum[i] = sum[i] * correction + block_sum.iter().sum::<f32>() + tail_sum;
+            sum[i] = sum[i] * correction + block_sum;
             max[i] = new_max;
             context[i * d..i * d + d].iter_mut().for_each(|c| *c *= correction);
         }
     }
+}
+
+/// e^(s − max) of a row's scores, coarse (see [`math::exp_nonpositive_coarse`]), rounded to bf16
+/// into `out` in key order (zero past them, to its end), and their sum in f32. A function of its
+/// own, as the rounding has an instruction of its own where the level has bf16 products.
+fn bf16_weights(row: &[f32], max: f32, out: &mut [u16]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::level() >= Level::Avx512Bf16 {
+        // SAFETY: the level in force is one this CPU supports, and from avx512-bf16 on it has
+        // AVX-512 F, BW, VL, DQ and BF16.
+        return unsafe { bf16_weights_avx512_bf16(row, max, out) };
+    }
+    bf16_weights_rounded(row, max, out)
+}
+
+multiversion! {
+    fn bf16_weights_rounded(row: &[f32], max: f32, out: &mut [u16]) -> f32 {
+        let mut lanes = [0f32; 16];
+        let mut chunks = row.chunks_exact(16);
+        for (chunk, line) in (&mut chunks).zip(out.chunks_exact_mut(16)) {
+            let mut e = [0f32; 16];
+            for ((e, total), &s) in e.iter_mut().zip(lanes.iter_mut()).zip(chunk) {
+                *e = math::exp_nonpositive_coarse(s - max);
+                *total += *e;
+            }
+            line.iter_mut().zip(&e).for_each(|(o, &e)| *o = to_bf16(e));
+        }
+        bf16_tail(chunks.remainder(), max, out, row.len()) + lanes.iter().sum::<f32>()
+    }
+}
+
+/// The last `tail.len()` (< 32) scores of a row of `cols` into `out`, through one padded chunk,
+/// and the padding zeroed: their sum.
+#[inline(always)]
+fn bf16_tail(tail: &[f32], max: f32, out: &mut [u16], cols: usize) -> f32 {
+    let mut e = [f32::NEG_INFINITY; 32];
+    e[..tail.len()].copy_from_slice(tail);
+    e.iter_mut().for_each(|e| *e = math::exp_nonpositive_coarse(*e - max));
+    let done = cols - tail.len();
+    out[done..cols].iter_mut().zip(&e).for_each(|(o, &e)| *o = to_bf16(e));
+    // The row's padding too: old bits there could be NaN, which times a zero value is NaN.
+    out[cols..].fill(0);
+    e.iter().sum()
+}
+
+/// [`bf16_weights`] with `vcvtne2ps2bf16`, which rounds as [`to_bf16`] does (to nearest, ties to
+/// even, NaN kept a NaN; the weights are never subnormal, which it would flush): its rounding
+/// had taken a third of the softmax's instructions.
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW, VL, DQ and BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,avx512bf16")]
+unsafe fn bf16_weights_avx512_bf16(row: &[f32], max: f32, out: &mut [u16]) -> f32 {
+    use std::arch::x86_64::*;
+    let mut lanes = [0f32; 16];
+    let mut chunks = row.chunks_exact(32);
+    for (chunk, line) in (&mut chunks).zip(out.chunks_exact_mut(32)) {
+        let mut e = [0f32; 32];
+        for (e, &s) in e.iter_mut().zip(chunk) {
+            *e = math::exp_nonpositive_coarse(s - max);
+        }
+        for (total, (a, b)) in lanes.iter_mut().zip(e[..16].iter().zip(&e[16..])) {
+            *total += a + b;
+        }
+        // SAFETY: `e` holds 32 floats and `line` 32 u16 (64 bytes); the CPU has AVX-512 BF16
+        // (the caller). The low half of the result is the second operand's.
+        unsafe {
+            let (lo, hi) = (_mm512_loadu_ps(e.as_ptr()), _mm512_loadu_ps(e.as_ptr().add(16)));
+            let rounded: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
+            _mm512_storeu_si512(line.as_mut_ptr().cast(), rounded);
+        }
+    }
+    bf16_tail(chunks.remainder(), max, out, row.len()) + lanes.iter().sum::<f32>()
 }
 
 multiversion! {
