@@ -3,7 +3,9 @@
 //! - bf16: weights rounded to bf16 once, inputs rounded to bf16, products summed in f32 (AMX or
 //!   AVX-512 BF16 where the CPU has them).
 //!
-//! Embeddings, norms, attention's products, softmax, the pooler and the task heads stay in f32.
+//! Attention's two products follow in bf16 for both (bf16 attention was the faster of the two
+//! where it was measured, see `kernels::attention::Products`); its softmax, the embeddings, norms,
+//! the pooler and the task heads stay in f32.
 
 use crate::error::{Error, Result};
 

@@ -840,6 +840,14 @@ mod tests {
         out
     }
 
+    /// Which tokens of a case are padding.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Pad {
+        None,
+        Last(usize),
+        First(usize),
+    }
+
     /// bf16's bound on these inputs (values in [-2, 2), head size 8): each of q, k, v and the
     /// weights rounded to 8 significant bits strays by 2⁻⁹ of itself.
     const BF16_BOUND: f64 = 3e-2;
@@ -857,19 +865,28 @@ mod tests {
         let cos_t = tensor(cos.clone(), &[longest, d / 2]).unwrap();
         let sin_t = tensor(sin.clone(), &[longest, d / 2]).unwrap();
         let short = QUERY_BLOCK + 5;
+        // (spans, padded keys, causal, rotary values).
         let cases = [
-            (vec![(0, longest), (longest, short)], false, false, false),
-            (vec![(0, longest), (longest, short)], false, true, false),
-            (vec![(0, longest), (longest, longest)], true, false, true),
-            (vec![(0, short), (short, longest)], false, true, true),
+            (vec![(0, longest), (longest, short)], Pad::None, false, false),
+            (vec![(0, longest), (longest, short)], Pad::None, true, false),
+            (vec![(0, longest), (longest, longest)], Pad::Last(100), false, true),
+            (vec![(0, short), (short, longest)], Pad::Last(100), true, true),
+            // Whole key blocks of padding, which are skipped; and a sequence of padding alone,
+            // whose rows come out uniform over all its keys, as transformers' do.
+            (vec![(0, longest), (longest, short)], Pad::Last(short + KEY_BLOCK + 200), false, false),
+            (vec![(0, short), (short, longest)], Pad::First(short), false, false),
         ];
-        for (spans, padded, causal, rotary_value) in cases {
+        for (spans, pad, causal, rotary_value) in cases {
             let tokens: usize = spans.iter().map(|s| s.1).sum();
             let qkv = noise(tokens * 3 * hidden, tokens as u64);
-            // Padding: the last 100 keys of the second sequence.
-            let bias: Vec<f32> =
-                (0..tokens).map(|t| if padded && t >= tokens - 100 { f32::MIN } else { 0.0 }).collect();
-            let segments = Segments { spans: &spans, key_bias: padded.then_some(&bias[..]), causal };
+            let padded = |t: usize| match pad {
+                Pad::None => false,
+                Pad::Last(n) => t >= tokens - n,
+                Pad::First(n) => t < n,
+            };
+            let bias: Vec<f32> = (0..tokens).map(|t| if padded(t) { f32::MIN } else { 0.0 }).collect();
+            let segments =
+                Segments { spans: &spans, key_bias: (pad != Pad::None).then_some(&bias[..]), causal };
             let qkv_t = Tensor::from_vec(qkv.clone(), (tokens, 3 * hidden), &Device::Cpu).unwrap();
             let want = reference(&qkv, &segments, &cos, &sin, heads, d, rotary_value);
             let mut bf16_outputs: Vec<(Level, Vec<f32>)> = Vec::new();
@@ -884,7 +901,7 @@ mod tests {
                         ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
                     assert!(
                         worst < bound,
-                        "{level:?} {products:?}: spans {spans:?} padded {padded} causal {causal}: max abs {worst:e}"
+                        "{level:?} {products:?}: spans {spans:?} {pad:?} causal {causal}: max abs {worst:e}"
                     );
                     if products == Products::Bf16 {
                         bf16_outputs.push((level, ours));
