@@ -1,28 +1,17 @@
 #!/usr/bin/env bash
-# Time and peak memory of one long input through the `embed` example, at 512, 2k, 8k and 16k tokens.
-# Usage: scripts/bench/long_inputs.sh [model folder, default target/bench-e2e/base (made by scripts/bench/bench_e2e.py)]
-# Each length runs in its own process (/usr/bin/time gives the peak RSS); a 16-token run gives the baseline of
-# loading the model, which the "encode" column subtracts.
+# Time and peak memory of one long input through the `embed` example, at 512, 2k, 8k and 16k tokens, in f32, int8 and bf16.
+# Usage: scripts/bench/long_inputs.sh [model folder, default target/bench-e2e/base (made by scripts/bench/bench_e2e.py)] [long_inputs.py options]
+#   e.g. scripts/bench/long_inputs.sh target/bench-e2e/base --precisions bf16 --lengths 8192,16384 --no-result-file
+#        scripts/bench/long_inputs.sh target/bench-e2e/base --embed OTHER/embed --commit HASH   # a binary built elsewhere
+# Each length runs in its own process (/usr/bin/time gives the peak RSS); a 16-token run per precision gives the
+# baseline of loading the model, which "RSS over the 16-token run" subtracts. The encode time is embed's own
+# (load excluded). Writes a result file under benchmarks/results/ ("kind": "long-inputs"; benchmarks/README.md)
+# unless --no-result-file; render it into docs/long-inputs.md with scripts/bench/render_results.py.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-model="${1:-target/bench-e2e/base}"
+model=target/bench-e2e/base
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then model=$1; shift; fi
 cargo build -q --release --example embed
-dir="$(mktemp -d)"
-words=(the quick brown fox jumps over a lazy dog and then)
-line() { local n=$1 out=""; for ((i = 0; i < n; i++)); do out+="${words[i % ${#words[@]}]} "; done; echo "$out"; }
-run() {
-  local n=$1
-  line $((n - 2)) >"$dir/in.txt"
-  /usr/bin/time -f "%e %M" -o "$dir/time" target/release/examples/embed --model "$model" --max-length "$n" \
-    --input "$dir/in.txt" --output "$dir/out.jsonl" 2>/dev/null
-  cat "$dir/time"
-}
-read -r base_s base_kb < <(run 16)
-echo "model: $model; baseline (load + 16 tokens): ${base_s} s, peak RSS $((base_kb / 1024)) MiB"
-echo "| tokens | encode (s) | peak RSS (MiB) | RSS over baseline (MiB) |"
-echo "| ---: | ---: | ---: | ---: |"
-for n in 512 2048 8192 16384; do
-  read -r s kb < <(run "$n")
-  printf "| %d | %.2f | %d | %d |\n" "$n" "$(echo "$s - $base_s" | bc)" $((kb / 1024)) $(((kb - base_kb) / 1024))
-done
-rm -rf "$dir"
+python=python3
+[ -x .venv/bin/python ] && python=.venv/bin/python
+exec "$python" scripts/bench/long_inputs.py --model "$model" "$@"

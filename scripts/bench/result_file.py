@@ -90,13 +90,14 @@ def system_row(system, version, precision, label, sentences_per_s, model="base",
 
 
 def write(bench, level, versions, workload, systems, run="1", family=None, gpu=None, note=None, folder=RESULTS,
-          kind=None):
-    """Writes benchmarks/results/DATE-FAMILY-COMMIT.json (-2, -3, ... when that exists) and returns its path."""
+          kind=None, commit=None):
+    """Writes benchmarks/results/DATE-FAMILY-COMMIT.json (-2, -3, ... when that exists) and returns its path;
+    `commit` names the code that ran where it is not this checkout's (a binary built elsewhere)."""
     cpu = cpu_info()
     family = family or cpu.pop("family")
     cpu.pop("family", None)
     date = datetime.date.today().isoformat()
-    commit = git_commit()
+    commit = commit or git_commit()
     doc = {"schema": SCHEMA, "bench": bench, "family": family, "date": date, "commit": commit, "cpu": cpu,
            "gpu": gpu, "level": level, "run": run, "headline": False, "versions": versions, "workload": workload,
            "source": f"{bench}, run on this machine", "systems": systems}
