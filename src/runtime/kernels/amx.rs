@@ -636,7 +636,7 @@ pub(crate) fn column_sums<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::runtime::kernels::gemm::{PackedBf16, PackedI8};
     use crate::runtime::kernels::layout::Input;
@@ -718,7 +718,8 @@ mod tests {
         })
     }
 
-    static MODEL_BF16: Bf16Kernel = Bf16Kernel::tile_program(model_bf16_tiles);
+    /// The bf16 tile program on the model unit, for the tests of what calls the program.
+    pub(crate) static MODEL_BF16: Bf16Kernel = Bf16Kernel::tile_program(model_bf16_tiles);
 
     fn run_bf16(packed: &PackedBf16, m: usize, seed: u64) -> Vec<f32> {
         let (n, k) = packed.dims();

@@ -96,6 +96,20 @@ pub(crate) fn attention(
     head_dim: usize,
     rotary_value: bool,
 ) -> Result<Tensor> {
+    attention_by(Route::new(level, products), qkv, segments, rotation, heads, head_dim, rotary_value)
+}
+
+/// [`attention`] by the route a level and a precision take (or, in the tests, another one).
+#[allow(clippy::too_many_arguments)]
+fn attention_by(
+    route: Route,
+    qkv: &Tensor,
+    segments: &Segments,
+    rotation: &Rotation,
+    heads: usize,
+    head_dim: usize,
+    rotary_value: bool,
+) -> Result<Tensor> {
     let (tokens, width) = qkv.dims2()?;
     let hidden = heads * head_dim;
     if width != 3 * hidden {
@@ -141,7 +155,6 @@ pub(crate) fn attention(
 
     let (values, value_width) = if rotary_value { (&rotated[..], rotated_width) } else { (qkv, width) };
     let heads_of = Heads { segments, rotated: &rotated, rotated_width, values, value_width, heads, head_dim };
-    let route = Route::new(level, products);
     let out = match route {
         Route::F32(kernel) => heads_of.run::<f32>(route, |block, context| block.run_f32(kernel, context)),
         Route::Widened(kernel) => heads_of.run::<u16>(route, |block, context| block.run_f32(kernel, context)),
@@ -908,6 +921,13 @@ mod tests {
                     }
                 }
             }
+            // The AMX tile program (on the model unit, as this CPU may have no tile unit) from 8
+            // rows on, and the register-tile path below that: the tiles of 32 whole rows.
+            let model = &crate::runtime::kernels::amx::tests::MODEL_BF16;
+            let route = Route::Native { kernel: model, tiles: Some((model, 8)) };
+            let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
+            let ours = attention_by(route, &qkv_t, &segments, &rotation, heads, d, rotary_value).unwrap();
+            bf16_outputs.push((Level::Amx, ours.flatten_all().unwrap().to_vec1::<f32>().unwrap()));
             // Every level rounds the same operands to bf16 (x86's key blocks all hold 512 keys),
             // whether its products run on a bf16 kernel or widen for an f32 one: the results
             // differ by the order of f32 sums, and where a score's last bit moves a weight across
