@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # Renders the speed tables and charts from benchmarks/results/. Run: python3 scripts/bench/render_results.py [--check]
 """The README's, docs/speed.md's and docs/features.md's speed tables, and one SVG chart per CPU family under
-docs/charts/, rendered from the result files in benchmarks/results/ (benchmarks/README.md gives their schema).
+docs/charts/, rendered from the result files in benchmarks/results/ (benchmarks/README.md gives their schema); and
+docs/long-inputs.md's long-input tables (`longinputs`: ours per precision and length, with memory; `longpeers`: ours
+against the peers, with the chart docs/charts/long-peers.svg), from the headline `long-inputs` and `long-peers` runs.
 
 Each table sits between `<!-- results:NAME -->` and `<!-- /results -->` in its page; what is between the markers is
 this script's, and is replaced on every run. NAME is `summary` (the README: one row per CPU family), a family
@@ -23,7 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 CHARTS = ROOT / "docs" / "charts"
-PAGES = [ROOT / "README.md", ROOT / "docs" / "speed.md", ROOT / "docs" / "features.md"]
+PAGES = [ROOT / "README.md", ROOT / "docs" / "speed.md", ROOT / "docs" / "features.md", ROOT / "docs" / "long-inputs.md"]
+# The kinds of run with a table of their own (not per family): the headline run of each is shown.
+LONG_KINDS = ["long-inputs", "long-peers"]
 # The CPU families, in the order the pages list them; a result's `family` must be one of these.
 FAMILIES = {
     "amx": "Intel Xeon with AMX",
@@ -67,6 +71,9 @@ def load(folder=RESULTS):
             if missing:
                 raise Invalid(f"{path.relative_to(ROOT)}: systems[{i}] lacks {', '.join(missing)}")
         doc["_file"] = path.name
+        if doc.get("kind") in LONG_KINDS:
+            by_family.setdefault(doc["kind"], []).append(doc)
+            continue
         if doc.get("kind", "speed") != "speed":
             continue  # memory runs (bench_memory.mjs) are kept as data; no table shows them yet
         by_family.setdefault(doc["family"], []).append(doc)
@@ -178,6 +185,128 @@ def cuda_table(docs):
     return "\n".join(out) + "\n"
 
 
+def seconds(value):
+    return "" if value is None else (f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}")
+
+
+def lengths_of(doc):
+    found = {int(n) for r in doc["systems"] for n in (r.get("long_inputs") or {})}
+    return sorted(found)
+
+
+def long_cell(row, n):
+    r = (row.get("long_inputs") or {}).get(str(n)) or {}
+    if "encode_s" in r:
+        return r["encode_s"], seconds(r["encode_s"])
+    return None, r.get("error") or row.get("error") or "—"
+
+
+def others(docs):
+    rest = [d["_file"] for d in docs[1:]]
+    return ["", "Other runs: " + ", ".join(f.removesuffix(".json") for f in rest) + "."] if rest else []
+
+
+def long_inputs_table(docs):
+    """Ours on one long input, per length: each precision's encode time (and its speed-up over f32), peak RSS and RSS
+    over that precision's 16-token run."""
+    doc = headline(docs)
+    rows = {r["precision"]: r for r in doc["systems"]}
+    precisions = [p for p in PRECISIONS if p in rows]
+    flags = " ".join((doc["cpu"] or {}).get("simd_flags") or [])
+    out = [f"{where(doc)} (flags: {flags}); level `{doc['level']}`; {doc['run']}. From "
+           f"`benchmarks/results/{doc['_file']}`.", ""]
+    head = ["tokens"] + [f"{p} encode (s)" for p in precisions] + [f"{p} peak RSS, over 16 tokens (MiB)" for p in precisions]
+    out += ["| " + " | ".join(head) + " |", "| ---: |" + " ---: |" * (len(head) - 1)]
+    base = rows[precisions[0]]["baseline_16"] if "baseline_16" in rows[precisions[0]] else None
+    for n in lengths_of(doc):
+        f32 = long_cell(rows["f32"], n)[0] if "f32" in rows else None
+        times, mems = [], []
+        for p in precisions:
+            value, text = long_cell(rows[p], n)
+            if value is not None and f32 and p != "f32":
+                text += f" ({f32 / value:.2f}×)"
+            times.append(text)
+            r = rows[p]["long_inputs"].get(str(n)) or {}
+            mems.append(f"{r['peak_rss_mib']:,}, +{r['rss_over_16_mib']:,}" if "peak_rss_mib" in r else "—")
+        out.append(f"| {n:,} | " + " | ".join(times + mems) + " |")
+    if base is not None:
+        out += ["", "The 16-token runs (load included) peak at " + ", ".join(
+            f"{rows[p]['baseline_16']['peak_rss_mib']:,} MiB ({p})" for p in precisions) + "; (N×) is f32's time over "
+            "that precision's."]
+    return "\n".join(out + others(docs)) + "\n"
+
+
+def long_peers_table(docs):
+    """Ours against the peers on one long input, per length; ours against the fastest peer of its precision."""
+    doc = headline(docs)
+    lengths = lengths_of(doc)
+    rows = sorted(doc["systems"], key=lambda r: (PRECISIONS.index(r["precision"]) if r["precision"] in PRECISIONS
+                                                  else len(PRECISIONS), r["system"] not in OURS, r["label"]))
+    versions = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v)
+    flags = " ".join((doc["cpu"] or {}).get("simd_flags") or [])
+    out = [f"{where(doc)} (flags: {flags}); level `{doc['level']}`; {doc['run']}; {versions}. From "
+           f"`benchmarks/results/{doc['_file']}`.", ""]
+    head = ["system", "precision"] + [f"{n:,} tokens (s)" for n in lengths] + ["peak RSS (MiB)"]
+    out += ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+    for row in rows:
+        ours = row["system"] in OURS
+        cells = []
+        for n in lengths:
+            value, text = long_cell(row, n)
+            if ours and value is not None:
+                peers = [long_cell(r, n)[0] for r in rows if r["precision"] == row["precision"] and r["system"] not in OURS]
+                peers = [p for p in peers if p is not None]
+                text = f"**{text}**" + (f" ({min(peers) / value:.2f}×)" if peers else "")
+            cells.append(text)
+        label = f"**{row['label']}**" if ours else row["label"]
+        rss = row.get("peak_rss_mib")
+        out.append(f"| {label} | {row['precision']} | " + " | ".join(cells) + f" | {'' if rss is None else f'{rss:,}'} |")
+    out += ["", "(N×): the fastest peer of the same precision's time over ours; above 1, ours is ahead.", "",
+            "![encode time by input length, ours and the peers](charts/long-peers.svg)"]
+    return "\n".join(out + others(docs)) + "\n"
+
+
+def long_peers_chart(doc):
+    """One panel per length: horizontal bars of encode seconds (shorter is faster), ours dark, the peers light."""
+    lengths = lengths_of(doc)
+    rows = sorted(doc["systems"], key=lambda r: (PRECISIONS.index(r["precision"]) if r["precision"] in PRECISIONS
+                                                  else len(PRECISIONS), r["system"] not in OURS, r["label"]))
+    label_w, bar_w, row_h, top, gap = 300, 380, 20, 62, 28
+    panel_h = gap + row_h * len(rows)
+    width, height = label_w + bar_w + 110, top + panel_h * len(lengths) + 24
+    title = "Encode time of one long input, batch 1, base-size model (seconds, shorter is faster)"
+    flags = "CPU flags: " + (" ".join((doc["cpu"] or {}).get("simd_flags") or []) or "not recorded")
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+           f'<text x="8" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+           f'<text x="8" y="35" fill="#555555">{html.escape(where(doc))}</text>',
+           f'<text x="8" y="52" fill="#555555">{html.escape(flags)}</text>']
+    for k, n in enumerate(lengths):
+        y0 = top + k * panel_h
+        out.append(f'<text x="8" y="{y0 + 18}" font-weight="bold">{n:,} tokens</text>')
+        values = [long_cell(r, n)[0] for r in rows]
+        peak = max((v for v in values if v is not None), default=1) or 1
+        for i, row in enumerate(rows):
+            y = y0 + gap + i * row_h
+            ours = row["system"] in OURS
+            dark, light = COLOURS.get(row["precision"], ("#444444", "#bbbbbb"))
+            weight = ' font-weight="bold"' if ours else ""
+            value, text = long_cell(row, n)
+            label = html.escape(row["label"].replace("`", ""))
+            out.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end"{weight}>{label}</text>')
+            w = 0 if value is None else max(1, round(bar_w * value / peak))
+            if w:
+                out.append(f'<rect x="{label_w}" y="{y + 3}" width="{w}" height="{row_h - 6}" '
+                           f'fill="{dark if ours else light}"/>')
+            out.append(f'<text x="{label_w + w + 4}" y="{y + 14}"{weight}>'
+                       f'{html.escape(text + (" s" if value is not None else ""))}</text>')
+    out.append(f'<text x="8" y="{height - 8}" fill="#555555">'
+               f'{html.escape("dark bars: roformer; light: the peers; colour: the precision. From benchmarks/results/" + doc["_file"])}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def order(row):
     """Rows grouped by precision, ours first in each, then the peers fastest first."""
     p = PRECISIONS.index(row["precision"]) if row["precision"] in PRECISIONS else len(PRECISIONS)
@@ -221,8 +350,14 @@ def chart(family, doc):
 
 def render(by_family):
     """What every marked table and every chart should hold: {(page, name): text}, {chart path: text}."""
+    long = {k: by_family.pop(k) for k in LONG_KINDS if k in by_family}
     tables = {"summary": summary_table(by_family)}
     charts = {}
+    if "long-inputs" in long:
+        tables["longinputs"] = long_inputs_table(long["long-inputs"])
+    if "long-peers" in long:
+        tables["longpeers"] = long_peers_table(long["long-peers"])
+        charts[CHARTS / "long-peers.svg"] = long_peers_chart(headline(long["long-peers"]))
     for family, docs in by_family.items():
         if family == "cuda":
             tables["cuda"] = cuda_table(docs)
@@ -262,7 +397,7 @@ def main():
             page.write_text(new)
     speed = (ROOT / "docs" / "speed.md").read_text()
     for family in by_family:
-        if family != "cuda" and f"<!-- results:{family} -->" not in speed:
+        if family != "cuda" and family not in LONG_KINDS and f"<!-- results:{family} -->" not in speed:
             problems.append(f"docs/speed.md: no table results:{family}, though benchmarks/results/ has that family")
     for name in tables:
         if name not in seen:
