@@ -75,7 +75,7 @@ struct SelfAttention {
     num_heads: usize,
     head_dim: usize,
     rotary_value: bool,
-    /// The precision of the fused kernel's products: the model's (f32, or bf16 once quantized).
+    /// The precision of the fused kernel's products: the model's (f32, or bf16 for int8 and bf16).
     products: Products,
     dropout: f64,
     /// The layer's place in the encoder, which names its slot in a key-value cache.
@@ -90,7 +90,7 @@ impl SelfAttention {
             num_heads: config.num_attention_heads,
             head_dim: config.head_dim(),
             rotary_value: config.rotary_value,
-            products: Products::F32,
+            products: Products::for_quantization(config.quantization),
             dropout: config.attention_probs_dropout_prob,
         })
     }
@@ -244,10 +244,7 @@ impl Attention {
     pub fn quantize(&mut self, precision: Quantization) -> Result<()> {
         self.self_attention.projections.quantize(precision)?;
         self.output.dense.quantize(precision)?;
-        self.self_attention.products = match precision {
-            Quantization::None => Products::F32,
-            Quantization::Int8 | Quantization::Bf16 => Products::Bf16,
-        };
+        self.self_attention.products = Products::for_quantization(precision);
         Ok(())
     }
 

@@ -258,3 +258,33 @@ fn long_inputs_keep_f32s_labels_and_their_bounds_at_every_precision() {
         }
     }
 }
+
+/// A model loaded quantized (as every pipeline loads one) and one quantized after loading compute
+/// alike, attention included: both run its products in bf16, bit for bit the same, and not in f32.
+#[test]
+fn loading_quantized_and_quantizing_after_loading_give_the_same_states() {
+    if cpu_only("int8 and bf16") {
+        return;
+    }
+    let dir = crate::support::fixture("pipelines/long_cls");
+    let config = Config::from_file(dir.join("config.json")).unwrap();
+    // 1,300 tokens: three key blocks.
+    let ids: Vec<u32> = (0..1300u32).map(|i| 5 + (i * 37) % 200).collect();
+    let ids = candle_core::Tensor::from_vec(ids, (1, 1300), &Device::Cpu).unwrap();
+    let states = |model: &RoFormerModel| -> Vec<f32> {
+        let out = model.forward(roformer::Inputs::new(&ids)).unwrap();
+        out.flatten_all().unwrap().to_vec1().unwrap()
+    };
+    let f32_states = states(&load_dir(&dir, DType::F32, &Device::Cpu).unwrap());
+    for precision in [Quantization::Int8, Quantization::Bf16] {
+        let mut after: RoFormerModel = load_dir(&dir, DType::F32, &Device::Cpu).unwrap();
+        after.quantize(precision).unwrap();
+        let mut quantized = config.clone();
+        quantized.quantization = precision;
+        let loaded: RoFormerModel =
+            roformer::Checkpoint::open(&dir).unwrap().load(&quantized, DType::F32, &Device::Cpu).unwrap();
+        let (after, loaded) = (states(&after), states(&loaded));
+        assert!(after == loaded, "{precision}: loading quantized and quantizing after loading differ");
+        assert!(after != f32_states, "{precision} gave f32's states");
+    }
+}

@@ -22,14 +22,15 @@ use super::tile_bf16::{offset, round_rows, to_bf16, Bf16Kernel, Bf16Tile};
 use super::tile_f32::{F32Kernel, Weight};
 use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};
+use crate::runtime::quantization::Quantization;
 
 /// Queries per task, and keys per step of the online softmax (rounded down to a multiple of the
 /// kernel's nr, so that each block of keys starts on a panel: 504 for NEON's 12).
 const QUERY_BLOCK: usize = 128;
 const KEY_BLOCK: usize = 512;
 
-/// The precision of attention's two products, the model's: chosen once, when a model is
-/// quantized, and held by its attention layers.
+/// The precision of attention's two products, the model's: chosen with its linears' precision
+/// ([`Products::for_quantization`]), and held by its attention layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Products {
     /// f32 products: exact, for f32 models.
@@ -39,6 +40,17 @@ pub(crate) enum Products {
     /// products summed in f32: for bf16 and int8 models. int8 models take bf16 attention rather
     /// than int8 products, see docs/log/2026-12-attention-precision.md.
     Bf16,
+}
+
+impl Products {
+    /// The products of a model whose linear layers are in `quantization`: the one place that
+    /// decides, for a model loaded quantized and one quantized after loading alike.
+    pub fn for_quantization(quantization: Quantization) -> Products {
+        match quantization {
+            Quantization::None => Products::F32,
+            Quantization::Int8 | Quantization::Bf16 => Products::Bf16,
+        }
+    }
 }
 
 /// How a call computes its products: decided once from the level and the precision.
