@@ -424,6 +424,52 @@ struct Block<'a, W> {
     causal: bool,
 }
 
+/// The online softmax's running state over one task's rows: each row's maximum and sum so far.
+struct Running {
+    max: Vec<f32>,
+    sum: Vec<f32>,
+}
+
+impl Running {
+    fn new(rows: usize) -> Self {
+        Self { max: vec![f32::NEG_INFINITY; rows], sum: vec![0f32; rows] }
+    }
+
+    /// One block of keys from `k0` of `block`'s scores (`cols` a row): [`softmax_step`], the
+    /// weights left in `scores` as f32 (`coarse` for products that round them) or written to
+    /// `weights` in bf16 (`stride` dwords a row).
+    #[allow(clippy::too_many_arguments)]
+    fn step<W>(
+        &mut self,
+        block: &Block<W>,
+        scores: &mut [f32],
+        k0: usize,
+        cols: usize,
+        context: &mut [f32],
+        coarse: bool,
+        weights: &mut [u16],
+        stride: usize,
+    ) {
+        let bias = block.key_bias.map(|b| &b[k0..k0 + cols]);
+        let (max, sum, d) = (&mut self.max, &mut self.sum, block.head_dim);
+        softmax_step(
+            scores,
+            cols,
+            bias,
+            block.causal,
+            block.q0,
+            k0,
+            max,
+            sum,
+            context,
+            d,
+            coarse,
+            weights,
+            stride,
+        );
+    }
+}
+
 impl<W: PanelValue> Block<'_, W> {
     /// Per block of `key_block` keys, whether to compute it: a block whose every key is padding,
     /// or after the last query under the causal mask, adds weights of exactly 0 (e^(s + f32::MIN
@@ -454,8 +500,7 @@ impl<W: PanelValue> Block<'_, W> {
     fn run_f32(&self, kernel: &F32Kernel, context: &mut [f32]) {
         let (d, nr) = (self.head_dim, self.nr);
         let key_block = KEY_BLOCK / nr * nr;
-        let mut max = vec![f32::NEG_INFINITY; self.rows];
-        let mut sum = vec![0f32; self.rows];
+        let mut running = Running::new(self.rows);
         let mut scores = vec![0f32; self.rows * key_block.min(self.len)];
         let mut scratch = Aligned::default();
         let (key_panel, value_panel) = (W::panel_len(d, nr), W::panel_len(self.len, nr));
@@ -489,23 +534,9 @@ impl<W: PanelValue> Block<'_, W> {
                     &mut scratch,
                 )
             };
-            let bias = self.key_bias.map(|b| &b[k0..k0 + cols]);
-            let (coarse, f32_weights) = (W::BF16, &mut [][..]);
-            softmax_step(
-                scores,
-                cols,
-                bias,
-                self.causal,
-                self.q0,
-                k0,
-                &mut max,
-                &mut sum,
-                context,
-                d,
-                coarse,
-                f32_weights,
-                0,
-            );
+            // Widened products round the weights to bf16 as they pack them: a coarse exponential
+            // does there too.
+            running.step(self, scores, k0, cols, context, W::BF16, &mut [], 0);
             // Context += P V for this block of keys.
             let values = Panels { data: self.values, stride: value_panel, n: d, k0, depth: cols };
             // SAFETY: `context` holds rows × d floats, d apart, and only this call touches it.
@@ -524,7 +555,7 @@ impl<W: PanelValue> Block<'_, W> {
                 )
             };
         }
-        finish(context, &sum, d);
+        finish(context, &running.sum, d);
     }
 }
 
@@ -558,8 +589,7 @@ impl Block<'_, u16> {
         let queries = queries_buffer.as_slice();
 
         let key_block = KEY_BLOCK / nr * nr;
-        let mut max = vec![f32::NEG_INFINITY; self.rows];
-        let mut sum = vec![0f32; self.rows];
+        let mut running = Running::new(self.rows);
         let mut scores = Aligned::<f32>::scratch(self.rows * key_block.min(self.len));
         let most_stride = row_dwords(key_block.min(self.len).div_ceil(2));
         let mut weights = Aligned::<u32>::scratch((self.rows + mr) * most_stride);
@@ -601,7 +631,6 @@ impl Block<'_, u16> {
                 let c = scores.as_mut_ptr().wrapping_add(p * nr);
                 product(queries, q_stride, q_steps, panel, nr.min(cols - p * nr), c, cols);
             }
-            let bias = self.key_bias.map(|b| &b[k0..k0 + cols]);
             let steps = cols.div_ceil(2);
             let stride = row_dwords(steps);
             // SAFETY: two u16 fit every u32 exactly, at no stricter alignment.
@@ -609,21 +638,7 @@ impl Block<'_, u16> {
                 let dwords = &mut weights.as_mut_slice()[..self.rows * stride];
                 std::slice::from_raw_parts_mut(dwords.as_mut_ptr().cast::<u16>(), dwords.len() * 2)
             };
-            softmax_step(
-                scores,
-                cols,
-                bias,
-                self.causal,
-                self.q0,
-                k0,
-                &mut max,
-                &mut sum,
-                context,
-                d,
-                true,
-                rounded,
-                stride,
-            );
+            running.step(self, scores, k0, cols, context, true, rounded, stride);
             // The block's P V, added to what the softmax step rescaled: the kernels store sums
             // rather than add to their output.
             for p in 0..d.div_ceil(nr) {
@@ -634,7 +649,7 @@ impl Block<'_, u16> {
             }
             add(context, &block_context);
         }
-        finish(context, &sum, d);
+        finish(context, &running.sum, d);
         queries_buffer.recycle();
         scores.recycle();
         weights.recycle();
