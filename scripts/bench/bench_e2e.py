@@ -519,9 +519,7 @@ SYSTEMS = {
 }
 
 
-def crate_version():
-    found = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
-    return found.group(1) if found else None
+crate_version = result_file.crate_version
 
 
 def write_result_file(results, runs):
@@ -570,19 +568,7 @@ def simd_summary():
     wanted = ["avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8",
               "amx_bf16"]
     has = [f for f in wanted if f in flags]
-    if os.environ.get("ROFORMER_CPU_LEVEL"):
-        level = os.environ["ROFORMER_CPU_LEVEL"] + " (forced)"
-    elif "avx512f" in flags:
-        if "amx_int8" in flags and "avx512_vnni" in flags:
-            level = "amx"
-        elif "avx512_bf16" in flags:
-            level = "avx512-bf16"
-        else:
-            level = "avx512-vnni" if "avx512_vnni" in flags else "avx512"
-    elif "avx2" in flags:
-        level = "avx-vnni" if "avx_vnni" in flags else "avx2"
-    else:
-        level = "portable"
+    level = result_file.kernels_level(flags)
     held = "PyTorch and OpenVINO (at f32) held to AVX2"
     peers = held if os.environ.get("ONEDNN_MAX_CPU_ISA") else "peers at their own best"
     return f"CPU has {' '.join(has) or 'none of ' + ' '.join(wanted)}; roformer level {level}; {peers}"

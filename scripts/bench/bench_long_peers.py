@@ -225,7 +225,7 @@ def print_table(rows, lengths):
 
 
 def write_result(rows, lengths, args, folder):
-    versions = {**bench_e2e_versions(), "roformer": crate_version()}
+    versions = {**bench_e2e_versions(), "roformer": result_file.crate_version()}
     systems = []
     for name, row in rows.items():
         system, label = PEERS.get(name, ("roformer", None))
@@ -237,9 +237,7 @@ def write_result(rows, lengths, args, folder):
         systems.append(result_file.system_row(
             system, versions.get(system), precision, label, None, threads=THREADS,
             peak_rss_mib=row.get("peak_rss_mib"), long_inputs=row["results"], **extra))
-    flags = set(result_file.cpu_info()["simd_flags"])
-    level = os.environ.get("ROFORMER_CPU_LEVEL") or ("amx" if "amx_int8" in flags else "avx512-bf16"
-                                                      if "avx512_bf16" in flags else None)
+    level = result_file.kernels_level(set(result_file.cpu_info()["simd_flags"]))
     workload = (f"base-size RoFormer classifier ({folder.relative_to(ROOT)}: 12 layers, hidden 768, 12 heads, FFN 3072, "
                 f"random init, max_position_embeddings {MAX_POSITIONS}) and its ONNX export, batch 1, one input of "
                 f"{', '.join(f'{n:,}' for n in lengths)} tokens, {THREADS} threads each; the best of {args.runs} "
@@ -254,11 +252,6 @@ def bench_e2e_versions():
     import bench_e2e
 
     return bench_e2e.peer_versions()
-
-
-def crate_version():
-    found = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
-    return found.group(1) if found else None
 
 
 if __name__ == "__main__":

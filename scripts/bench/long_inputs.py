@@ -11,7 +11,6 @@ Prints a table per precision and writes a result file under benchmarks/results/ 
 """
 
 import argparse
-import os
 import re
 import subprocess
 import tempfile
@@ -82,26 +81,19 @@ def main():
             label = {"f32": "roformer f32", "int8": "roformer int8 (`--quantize int8`)",
                      "bf16": "roformer bf16 (`--dtype bf16`)"}[precision]
             rows.append(result_file.system_row(
-                "roformer", crate_version(), precision, label, None, threads=args.threads,
+                "roformer", result_file.crate_version(), precision, label, None, threads=args.threads,
                 baseline_16={"encode_s": round(base_s, 3), "peak_rss_mib": round(base_mib)}, long_inputs=results))
     if not args.no_result_file:
-        flags = set(result_file.cpu_info()["simd_flags"])
-        level = os.environ.get("ROFORMER_CPU_LEVEL") or ("amx" if "amx_int8" in flags else "avx512-bf16"
-                                                          if "avx512_bf16" in flags else None)
+        level = result_file.kernels_level(set(result_file.cpu_info()["simd_flags"]))
         workload = (f"base-size RoFormer ({args.model}: 12 layers, hidden 768, 12 heads, FFN 3072, random init), "
                     f"the `embed` example, batch 1, one input of {', '.join(map(str, lengths))} tokens, "
                     f"{args.threads} threads, each length in its own process; encode time as embed reports it "
                     "(tokenization and forward, load excluded); peak RSS by /usr/bin/time, and over the same "
                     "precision's 16-token run")
-        path = result_file.write("scripts/bench/long_inputs.sh", level, {"roformer": crate_version()}, workload,
+        path = result_file.write("scripts/bench/long_inputs.sh", level, {"roformer": result_file.crate_version()}, workload,
                                  rows, run=f"one process per length, back to back, idle; binary {args.embed}",
                                  kind="long-inputs", commit=args.commit)
         print(f"\nresult file: {path.relative_to(ROOT)}")
-
-
-def crate_version():
-    found = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
-    return found.group(1) if found else None
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,6 +45,28 @@ def cpu_info():
         "simd_flags": [f for f in SIMD_FLAGS if f in flags],
         "family": cpu_family(platform.machine(), vendor, family, flags),
     }
+
+
+def kernels_level(flags):
+    """The level our kernels run at on a CPU with these /proc/cpuinfo flags, as the crate detects it, or the one
+    ROFORMER_CPU_LEVEL holds them to (marked forced)."""
+    if os.environ.get("ROFORMER_CPU_LEVEL"):
+        return os.environ["ROFORMER_CPU_LEVEL"] + " (forced)"
+    if "avx512f" in flags:
+        if "amx_int8" in flags and "avx512_vnni" in flags:
+            return "amx"
+        if "avx512_bf16" in flags:
+            return "avx512-bf16"
+        return "avx512-vnni" if "avx512_vnni" in flags else "avx512"
+    if "avx2" in flags:
+        return "avx-vnni" if "avx_vnni" in flags else "avx2"
+    return "portable"
+
+
+def crate_version():
+    """The workspace's version, from Cargo.toml."""
+    found = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
+    return found.group(1) if found else None
 
 
 def cpu_family(machine, vendor, family, flags):
