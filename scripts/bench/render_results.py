@@ -275,13 +275,7 @@ def long_peers_chart(doc):
     panel_h = gap + row_h * len(rows)
     width, height = label_w + bar_w + 110, top + panel_h * len(lengths) + 24
     title = "Encode time of one long input, batch 1, base-size model (seconds, shorter is faster)"
-    flags = "CPU flags: " + (" ".join((doc["cpu"] or {}).get("simd_flags") or []) or "not recorded")
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text x="8" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
-           f'<text x="8" y="35" fill="#555555">{html.escape(where(doc))}</text>',
-           f'<text x="8" y="52" fill="#555555">{html.escape(flags)}</text>']
+    out = svg_head(width, height, title, where(doc), doc)
     for k, n in enumerate(lengths):
         y0 = top + k * panel_h
         out.append(f'<text x="8" y="{y0 + 18}" font-weight="bold">{n:,} tokens</text>')
@@ -317,6 +311,17 @@ COLOURS = {"f32": ("#1f5f99", "#9fc0de"), "int8": ("#b3541e", "#efb98f"), "bf16"
            "f16": ("#6a1b9a", "#ce93d8")}
 
 
+def svg_head(width, height, title, sub, doc):
+    """A chart's opening lines: the SVG element, a white ground, the title, `sub` and the run's CPU flags."""
+    flags = "CPU flags: " + (" ".join((doc["cpu"] or {}).get("simd_flags") or []) or "not recorded")
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+            f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+            f'<text x="8" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+            f'<text x="8" y="35" fill="#555555">{html.escape(sub)}</text>',
+            f'<text x="8" y="52" fill="#555555">{html.escape(flags)}</text>']
+
+
 def chart(family, doc):
     """Horizontal bars of sentences/s, one per system and precision: ours dark, the peers light."""
     rows = sorted(base_rows(doc), key=order)
@@ -325,13 +330,7 @@ def chart(family, doc):
     peak = max((r["sentences_per_s"] for r in rows), default=1) or 1
     title = f"{FAMILIES[family]}: sentences/s, base-size model, SST-2 dev"
     sub = where(doc) + (f", level {doc['level']}" if doc["level"] else "")
-    flags = "CPU flags: " + (" ".join((doc["cpu"] or {}).get("simd_flags") or []) or "not recorded")
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text x="8" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
-           f'<text x="8" y="35" fill="#555555">{html.escape(sub)}</text>',
-           f'<text x="8" y="52" fill="#555555">{html.escape(flags)}</text>']
+    out = svg_head(width, height, title, sub, doc)
     for i, row in enumerate(rows):
         y = top + i * row_h
         ours = row["system"] in OURS
