@@ -659,7 +659,8 @@ pub(crate) mod tests {
         }
     }
 
-    static MODEL: I8Kernel = I8Kernel::tile_program(model_tile);
+    /// The int8 tile program on the model unit, for the tests of what calls the program.
+    pub(crate) static MODEL: I8Kernel = I8Kernel::tile_program(model_tile);
 
     /// Shapes with one and two row blocks (past 512 rows), partial last tiles, depths of a partial
     /// chunk, whole chunks and whole chunks plus a tail, partial and several panels.

@@ -16,10 +16,11 @@
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::gemm::{balanced_or_whole, multiply_f32, pack_panels, pick, Panels, Source, Start};
+use super::gemm::{balanced_or_whole, multiply_f32, pack_panels, pick, PackedI8, Panels, Source, Start};
 use super::layout::{row_dwords, Aligned, Input, Spare};
 use super::tile_bf16::{offset, round_rows, to_bf16, Bf16Kernel, Bf16Tile};
 use super::tile_f32::{F32Kernel, Weight};
+use super::tile_int8::{quantize_rows, I8Kernel, I8Tile};
 use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};
 use crate::runtime::quantization::Quantization;
@@ -29,6 +30,9 @@ use crate::runtime::quantization::Quantization;
 const QUERY_BLOCK: usize = 128;
 const KEY_BLOCK: usize = 512;
 
+/// The shortest longest sequence of a call whose int8 model takes int8 scores ([`Route::new`]).
+const INT8_SCORES_FROM: usize = 1024;
+
 /// The precision of attention's two products, the model's: chosen with its linears' precision
 /// ([`Products::for_quantization`]), and held by its attention layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,9 +41,13 @@ pub(crate) enum Products {
     #[default]
     F32,
     /// Queries, keys, values and softmax weights rounded to bf16 (to nearest, ties to even),
-    /// products summed in f32: for bf16 and int8 models. int8 models take bf16 attention rather
-    /// than int8 products, see docs/log/2026-12-attention-precision.md.
+    /// products summed in f32: for bf16 models.
     Bf16,
+    /// Q·Kᵀ in int8 where the level's int8 products are the faster and the sequences long enough
+    /// for them to pay (queries u8 per row, keys s8 per key once their mean over the sequence is
+    /// taken off, which moves every score of a row alike), else as [`Products::Bf16`]'s; P·V as
+    /// [`Products::Bf16`]'s: for int8 models.
+    Int8,
 }
 
 impl Products {
@@ -48,14 +56,27 @@ impl Products {
     pub fn for_quantization(quantization: Quantization) -> Products {
         match quantization {
             Quantization::None => Products::F32,
-            Quantization::Int8 | Quantization::Bf16 => Products::Bf16,
+            Quantization::Int8 => Products::Int8,
+            Quantization::Bf16 => Products::Bf16,
         }
     }
 }
 
 /// How a call computes its products: decided once from the level and the precision.
 #[derive(Clone, Copy)]
-enum Route {
+struct Route {
+    /// The kernel of P·V, and of Q·Kᵀ where `scores` is `None`.
+    kernel: Kernel,
+    /// Q·Kᵀ on the level's int8 kernels.
+    scores: Option<I8Kernels>,
+}
+
+/// A level's int8 kernel, and its tile program from so many rows (AMX).
+type I8Kernels = (&'static I8Kernel, Option<(&'static I8Kernel, usize)>);
+
+/// The kernel of attention's products.
+#[derive(Clone, Copy)]
+enum Kernel {
     /// The level's f32 kernel on f32 panels.
     F32(&'static F32Kernel),
     /// The level's f32 kernel on bf16 panels, widened as they load, inputs rounded as packed.
@@ -65,28 +86,55 @@ enum Route {
 }
 
 impl Route {
-    fn new(level: Level, products: Products) -> Route {
-        match (products, Bf16Kernel::for_level(level)) {
-            (Products::F32, _) => Route::F32(F32Kernel::for_level(level)),
-            (Products::Bf16, Some(kernel)) => {
-                Route::Native { kernel, tiles: Bf16Kernel::tiles_for_level(level) }
-            }
-            // AVX-512 without bf16 instructions keeps f32 attention, the faster there: the int8 layer
+    /// The route of a call whose longest sequence holds `longest` tokens.
+    fn new(level: Level, products: Products, longest: usize) -> Route {
+        let kernel = match (products, Bf16Kernel::for_level(level)) {
+            (Products::F32, _) => Kernel::F32(F32Kernel::for_level(level)),
+            (_, Some(kernel)) => Kernel::Native { kernel, tiles: Bf16Kernel::tiles_for_level(level) },
+            // AVX-512 without bf16 instructions keeps f32 products, the faster there: the int8 layer
             // at 2,048 and 8,192 tokens ran 1 to 13% slower widened at `avx512-vnni`, and 3 to 11%
             // faster at `avx2` (docs/log/2026-12-attention-precision.md).
-            (Products::Bf16, None) if matches!(level, Level::Avx512 | Level::Avx512Vnni) => {
-                Route::F32(F32Kernel::for_level(level))
+            (_, None) if matches!(level, Level::Avx512 | Level::Avx512Vnni) => {
+                Kernel::F32(F32Kernel::for_level(level))
             }
-            (Products::Bf16, None) => Route::Widened(F32Kernel::for_level(level)),
-        }
+            (_, None) => Kernel::Widened(F32Kernel::for_level(level)),
+        };
+        // int8 scores where they measured faster than bf16 or f32 ones: the int8 layer at 2,048 to
+        // 8,192 tokens ran 6 to 22% faster with them at `avx512-vnni` and `avx512-bf16`; at `avx2`
+        // they tied, and at `avx512` (without VNNI) they were 7% slower. Unmeasured levels keep
+        // bf16 products. Below `INT8_SCORES_FROM` tokens they gained too little to pay for their
+        // coarser scores (docs/log/2026-12-attention-precision.md).
+        let int8_scores = matches!(level, Level::Avx512Vnni | Level::Avx512Bf16 | Level::Amx);
+        let scores = (products == Products::Int8 && int8_scores && longest >= INT8_SCORES_FROM)
+            .then(|| (I8Kernel::for_level(level), I8Kernel::tiles_for_level(level)));
+        Route { kernel, scores }
     }
 
     /// Columns per panel of the packed keys and values.
     fn nr(self) -> usize {
-        match self {
-            Route::F32(kernel) | Route::Widened(kernel) => kernel.nr,
-            Route::Native { kernel, .. } => kernel.nr,
+        match self.kernel {
+            Kernel::F32(kernel) | Kernel::Widened(kernel) => kernel.nr,
+            Kernel::Native { kernel, .. } => kernel.nr,
         }
+    }
+
+    /// Keys per step of the online softmax: a multiple of the panels' columns (and of the int8
+    /// keys'), so that each block of keys starts on a panel of each.
+    fn key_block(self) -> usize {
+        let nr = self.nr();
+        let step = match self.scores {
+            Some((kernel, _)) => nr * kernel.nr / gcd(nr, kernel.nr),
+            None => nr,
+        };
+        KEY_BLOCK / step * step
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -114,7 +162,9 @@ pub(crate) fn attention(
     head_dim: usize,
     rotary_value: bool,
 ) -> Result<Tensor> {
-    attention_by(Route::new(level, products), qkv, segments, rotation, heads, head_dim, rotary_value)
+    let longest = segments.spans.iter().map(|s| s.1).max().unwrap_or(0);
+    let route = Route::new(level, products, longest);
+    attention_by(route, qkv, segments, rotation, heads, head_dim, rotary_value)
 }
 
 /// [`attention`] by the route a level and a precision take (or, in the tests, another one).
@@ -173,10 +223,12 @@ fn attention_by(
 
     let (values, value_width) = if rotary_value { (&rotated[..], rotated_width) } else { (qkv, width) };
     let heads_of = Heads { segments, rotated: &rotated, rotated_width, values, value_width, heads, head_dim };
-    let out = match route {
-        Route::F32(kernel) => heads_of.run::<f32>(route, |block, context| block.run_f32(kernel, context)),
-        Route::Widened(kernel) => heads_of.run::<u16>(route, |block, context| block.run_f32(kernel, context)),
-        Route::Native { kernel, tiles } => {
+    let out = match route.kernel {
+        Kernel::F32(kernel) => heads_of.run::<f32>(route, |block, context| block.run_f32(kernel, context)),
+        Kernel::Widened(kernel) => {
+            heads_of.run::<u16>(route, |block, context| block.run_f32(kernel, context))
+        }
+        Kernel::Native { kernel, tiles } => {
             heads_of.run::<u16>(route, |block, context| block.run_bf16(kernel, tiles, context))
         }
     };
@@ -248,20 +300,40 @@ impl PanelValue for u16 {
     }
 }
 
-/// One (sequence, head)'s keys and values packed as panels, and where each sits.
+/// Every (sequence, head)'s keys and values packed as panels, and where each sits.
 struct Packed<W> {
     panels: Aligned<W>,
     /// Per (sequence, head) pair: its offset into `panels`.
     offsets: Vec<usize>,
     /// The (sequence, head) pairs, sequence-major.
     pairs: Vec<(usize, usize)>,
+    /// Per pair, its keys in int8, where the route's scores are (and `panels` then holds none).
+    int8_keys: Vec<PackedI8>,
 }
 
 impl Heads<'_> {
-    /// (keys, values) sizes of a sequence of `len` in panels of `nr` columns of `W`.
-    fn sizes<W: PanelValue>(&self, len: usize, nr: usize) -> (usize, usize) {
-        let d = self.head_dim;
-        (len.div_ceil(nr) * W::panel_len(d, nr), d.div_ceil(nr) * W::panel_len(len, nr))
+    /// (keys, values) sizes of a sequence of `len` in `W` panels of the route.
+    fn sizes<W: PanelValue>(&self, len: usize, route: Route) -> (usize, usize) {
+        let (d, nr) = (self.head_dim, route.nr());
+        let keys = if route.scores.is_some() { 0 } else { len.div_ceil(nr) * W::panel_len(d, nr) };
+        (keys, d.div_ceil(nr) * W::panel_len(len, nr))
+    }
+
+    /// A (sequence, head)'s keys quantized for `kernels`, less their mean: the scores of a query
+    /// all move by its product with the mean, which the softmax does not see, and the keys' common
+    /// part no longer takes up their range.
+    fn int8_keys(&self, (s, h): (usize, usize), (kernel, tiles): I8Kernels) -> PackedI8 {
+        let (start, len) = self.segments.spans[s];
+        let (d, hidden) = (self.head_dim, self.heads * self.head_dim);
+        let mut keys = vec![0f32; len * d];
+        let mut mean = vec![0f64; d];
+        for (t, row) in keys.chunks_exact_mut(d).enumerate() {
+            row.copy_from_slice(&self.rotated[(start + t) * self.rotated_width + hidden + h * d..][..d]);
+            mean.iter_mut().zip(&*row).for_each(|(m, &v)| *m += f64::from(v));
+        }
+        let mean: Vec<f32> = mean.iter().map(|m| (m / len.max(1) as f64) as f32).collect();
+        keys.chunks_exact_mut(d).for_each(|row| row.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m));
+        PackedI8::for_kernels(kernel, tiles, &keys, len, d)
     }
 
     /// Keys and values packed once per sequence and head, for every block of queries: keys as
@@ -271,10 +343,14 @@ impl Heads<'_> {
         let spans = self.segments.spans;
         let pairs: Vec<(usize, usize)> =
             (0..spans.len()).flat_map(|s| (0..self.heads).map(move |h| (s, h))).collect();
+        let int8_keys = match route.scores {
+            Some(kernels) => pairs.par_iter().map(|&pair| self.int8_keys(pair, kernels)).collect(),
+            None => Vec::new(),
+        };
         let mut offsets = Vec::with_capacity(pairs.len());
         let mut total = 0;
         for &(s, _) in &pairs {
-            let (k_size, v_size) = self.sizes::<W>(spans[s].1, nr);
+            let (k_size, v_size) = self.sizes::<W>(spans[s].1, route);
             offsets.push(total);
             total += k_size + v_size;
         }
@@ -282,7 +358,7 @@ impl Heads<'_> {
         let mut rest = panels.as_mut_slice();
         let mut parts = Vec::with_capacity(pairs.len());
         for &(s, _) in &pairs {
-            let (k_size, v_size) = self.sizes::<W>(spans[s].1, nr);
+            let (k_size, v_size) = self.sizes::<W>(spans[s].1, route);
             let (part, tail) = rest.split_at_mut(k_size + v_size);
             parts.push(part);
             rest = tail;
@@ -290,7 +366,7 @@ impl Heads<'_> {
         let hidden = self.heads * d;
         parts.into_par_iter().zip(&pairs).for_each(|(part, &(s, h))| {
             let (start, len) = spans[s];
-            let (keys, vals) = part.split_at_mut(self.sizes::<W>(len, nr).0);
+            let (keys, vals) = part.split_at_mut(self.sizes::<W>(len, route).0);
             let k_src = Source::Rows {
                 data: &self.rotated[start * self.rotated_width + hidden + h * d..],
                 ld: self.rotated_width,
@@ -299,11 +375,13 @@ impl Heads<'_> {
                 data: &self.values[start * self.value_width + 2 * hidden + h * d..],
                 ld: self.value_width,
             };
-            let pairs = matches!(route, Route::Native { .. });
-            W::pack(k_src, len, d, nr, pairs, keys);
+            let pairs = matches!(route.kernel, Kernel::Native { .. });
+            if !keys.is_empty() {
+                W::pack(k_src, len, d, nr, pairs, keys);
+            }
             W::pack(v_src, d, len, nr, pairs, vals);
         });
-        Packed { panels, offsets, pairs }
+        Packed { panels, offsets, pairs, int8_keys }
     }
 
     /// Packs the keys and values, runs `block` on every block of queries of every (sequence,
@@ -325,7 +403,7 @@ impl Heads<'_> {
         tasks.into_par_iter().for_each(|(i, s, q0)| {
             let (start, len) = spans[s];
             let h = packed.pairs[i].1;
-            let (k_size, v_size) = self.sizes::<W>(len, nr);
+            let (k_size, v_size) = self.sizes::<W>(len, route);
             let part = &panels[packed.offsets[i]..][..k_size + v_size];
             let rows = QUERY_BLOCK.min(len - q0);
             let job = Block {
@@ -333,7 +411,9 @@ impl Heads<'_> {
                 query_stride: self.rotated_width,
                 keys: &part[..k_size],
                 values: &part[k_size..],
+                int8_keys: route.scores.map(|kernels| (kernels, &packed.int8_keys[i])),
                 nr,
+                key_block: route.key_block(),
                 head_dim: d,
                 len,
                 q0,
@@ -415,7 +495,12 @@ struct Block<'a, W> {
     /// The sequence's keys and values of this head, packed as panels of `nr` columns.
     keys: &'a [W],
     values: &'a [W],
+    /// The keys in int8 and the kernels that read them, where the scores are int8 products
+    /// (and `keys` is empty).
+    int8_keys: Option<(I8Kernels, &'a PackedI8)>,
     nr: usize,
+    /// Keys per step of the online softmax ([`Route::key_block`]).
+    key_block: usize,
     head_dim: usize,
     len: usize,
     q0: usize,
@@ -498,8 +583,8 @@ impl<W: PanelValue> Block<'_, W> {
 
     /// The products on the level's f32 kernel, reading f32 panels, or bf16 ones widened.
     fn run_f32(&self, kernel: &F32Kernel, context: &mut [f32]) {
-        let (d, nr) = (self.head_dim, self.nr);
-        let key_block = KEY_BLOCK / nr * nr;
+        let (d, nr, key_block) = (self.head_dim, self.nr, self.key_block);
+        let int8 = self.int8_keys.map(|keys| Int8Scores::new(self, keys));
         let mut running = Running::new(self.rows);
         let mut scores = vec![0f32; self.rows * key_block.min(self.len)];
         let mut scratch = Aligned::default();
@@ -512,28 +597,32 @@ impl<W: PanelValue> Block<'_, W> {
             let scores = &mut scores[..self.rows * cols];
             // Scores = Q Kᵀ for this block of keys (q is already scaled); blocks start on a
             // panel, as the key block is a multiple of nr.
-            let keys = Panels {
-                data: &self.keys[(k0 / nr) * key_panel..],
-                stride: key_panel,
-                n: cols,
-                k0: 0,
-                depth: d,
-            };
-            // SAFETY: `scores` holds rows × cols floats, cols apart, and only this call touches it.
-            unsafe {
-                multiply_f32(
-                    kernel,
-                    self.queries,
-                    self.query_stride,
-                    self.rows,
-                    keys,
-                    Start::Zero,
-                    scores.as_mut_ptr(),
-                    cols,
-                    false,
-                    &mut scratch,
-                )
-            };
+            if let Some(int8) = &int8 {
+                int8.fill(k0, cols, scores);
+            } else {
+                let keys = Panels {
+                    data: &self.keys[(k0 / nr) * key_panel..],
+                    stride: key_panel,
+                    n: cols,
+                    k0: 0,
+                    depth: d,
+                };
+                // SAFETY: `scores` holds rows × cols floats, cols apart, and only this call touches it.
+                unsafe {
+                    multiply_f32(
+                        kernel,
+                        self.queries,
+                        self.query_stride,
+                        self.rows,
+                        keys,
+                        Start::Zero,
+                        scores.as_mut_ptr(),
+                        cols,
+                        false,
+                        &mut scratch,
+                    )
+                };
+            }
             // Widened products round the weights to bf16 as they pack them: a coarse exponential
             // does there too.
             running.step(self, scores, k0, cols, context, W::BF16, &mut [], 0);
@@ -579,16 +668,18 @@ impl Block<'_, u16> {
         // Pooled buffers: fresh ones of this size cost page faults and zeroing in every task.
         // What they held before is overwritten before it is read, or read only by rows past a
         // tile's, whose sums no output keeps.
-        let mut queries = Aligned::<u32>::scratch((self.rows + mr) * q_stride);
+        let int8 = self.int8_keys.map(|keys| Int8Scores::new(self, keys));
+        let query_rows = if int8.is_some() { 0 } else { self.rows };
+        let mut queries = Aligned::<u32>::scratch((query_rows + mr) * q_stride);
         let mut query = vec![0f32; d];
-        for (r, dst) in queries.as_mut_slice().chunks_exact_mut(q_stride).take(self.rows).enumerate() {
+        for (r, dst) in queries.as_mut_slice().chunks_exact_mut(q_stride).take(query_rows).enumerate() {
             query.copy_from_slice(&self.queries[r * self.query_stride..][..d]);
             round_rows(&query, d, 1, dst);
         }
         let queries_buffer = queries;
         let queries = queries_buffer.as_slice();
 
-        let key_block = KEY_BLOCK / nr * nr;
+        let key_block = self.key_block;
         let mut running = Running::new(self.rows);
         let mut scores = Aligned::<f32>::scratch(self.rows * key_block.min(self.len));
         let most_stride = row_dwords(key_block.min(self.len).div_ceil(2));
@@ -626,10 +717,14 @@ impl Block<'_, u16> {
             }
             let cols = key_block.min(self.len - k0);
             let scores = &mut scores.as_mut_slice()[..self.rows * cols];
-            for p in 0..cols.div_ceil(nr) {
-                let panel = &self.keys[(k0 / nr + p) * key_panel..][..key_panel];
-                let c = scores.as_mut_ptr().wrapping_add(p * nr);
-                product(queries, q_stride, q_steps, panel, nr.min(cols - p * nr), c, cols);
+            if let Some(int8) = &int8 {
+                int8.fill(k0, cols, scores);
+            } else {
+                for p in 0..cols.div_ceil(nr) {
+                    let panel = &self.keys[(k0 / nr + p) * key_panel..][..key_panel];
+                    let c = scores.as_mut_ptr().wrapping_add(p * nr);
+                    product(queries, q_stride, q_steps, panel, nr.min(cols - p * nr), c, cols);
+                }
             }
             let steps = cols.div_ceil(2);
             let stride = row_dwords(steps);
@@ -653,6 +748,91 @@ impl Block<'_, u16> {
         queries_buffer.recycle();
         scores.recycle();
         weights.recycle();
+    }
+}
+
+/// A task's queries quantized for the int8 kernel (u8 per row, with a zero point), tile by tile
+/// as the kernel reads them, and the keys they meet.
+struct Int8Scores<'a> {
+    kernel: &'static I8Kernel,
+    keys: &'a PackedI8,
+    /// (first row, rows) of each tile.
+    tiles: Vec<(usize, usize)>,
+    tile_dwords: usize,
+    inputs: Aligned<u32>,
+    /// Per tile, `mr` of each.
+    scales: Vec<f32>,
+    zero_points: Vec<i32>,
+    sums: Vec<i32>,
+}
+
+impl<'a> Int8Scores<'a> {
+    fn new<W>(block: &Block<W>, ((kernel, tiles), keys): (I8Kernels, &'a PackedI8)) -> Self {
+        let (rows, d) = (block.rows, block.head_dim);
+        let (kernel, program) = pick(kernel, tiles, rows);
+        let mr = kernel.mr;
+        let tiles = balanced_or_whole(rows, mr, !program);
+        let tile_dwords = kernel.input.tile_dwords(keys.steps(), mr, kernel.a_stride);
+        let mut queries = vec![0f32; rows * d];
+        for (r, row) in queries.chunks_exact_mut(d).enumerate() {
+            row.copy_from_slice(&block.queries[r * block.query_stride..][..d]);
+        }
+        // Pooled: what quantizing leaves unwritten (rows past a tile's, bytes past d) meets
+        // products no output keeps, or zero weights.
+        let mut inputs = Aligned::<u32>::scratch(tiles.len() * tile_dwords);
+        let (mut scales, mut zero_points, mut sums) =
+            (vec![0f32; tiles.len() * mr], vec![0i32; tiles.len() * mr], vec![0i32; tiles.len() * mr]);
+        for (t, &(row, n)) in tiles.iter().enumerate() {
+            quantize_rows(
+                &queries[row * d..],
+                d,
+                n,
+                kernel,
+                &mut inputs.as_mut_slice()[t * tile_dwords..][..tile_dwords],
+                &mut scales[t * mr..][..mr],
+                &mut zero_points[t * mr..][..mr],
+                &mut sums[t * mr..][..mr],
+            );
+        }
+        Self { kernel, keys, tiles, tile_dwords, inputs, scales, zero_points, sums }
+    }
+
+    /// The scores of keys `k0..k0 + cols` (k0 on a panel) into `out`, rows `cols` apart.
+    fn fill(&self, k0: usize, cols: usize, out: &mut [f32]) {
+        let (nr, mr) = (self.kernel.nr, self.kernel.mr);
+        assert!(k0.is_multiple_of(nr) && out.len() >= self.tiles.last().map_or(0, |t| t.0 + t.1) * cols);
+        let zeros = [0f32; 32];
+        for p in 0..cols.div_ceil(nr) {
+            let (b, col_scales, col_sums) = self.keys.panel(k0 / nr + p);
+            for (t, &(row, rows)) in self.tiles.iter().enumerate() {
+                let tile = I8Tile {
+                    rows,
+                    cols: nr.min(cols - p * nr),
+                    steps: self.keys.steps(),
+                    a: &self.inputs.as_slice()[t * self.tile_dwords..][..self.tile_dwords],
+                    b,
+                    row_scales: &self.scales[t * mr..][..mr],
+                    zero_points: &self.zero_points[t * mr..][..mr],
+                    row_sums: &self.sums[t * mr..][..mr],
+                    col_scales,
+                    col_sums,
+                    bias: &zeros[..nr],
+                    // Inside `out` (asserted): row + rows ≤ its rows, p·nr + the tile's cols ≤ cols.
+                    c: out.as_mut_ptr().wrapping_add(row * cols + p * nr),
+                    ldc: cols,
+                };
+                // SAFETY: the kernel is one this CPU runs (the level in force has it, or a tile
+                // program of it); the kernels check the operands' sizes; the tile writes its rows'
+                // columns of `out`, which this task alone holds.
+                unsafe { (self.kernel.tile)(&tile) };
+            }
+        }
+    }
+}
+
+impl Drop for Int8Scores<'_> {
+    fn drop(&mut self) {
+        std::mem::take(&mut self.inputs).recycle();
     }
 }
 
@@ -776,25 +956,36 @@ fn bf16_tail(tail: &[f32], max: f32, out: &mut [u16], cols: usize) -> f32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,avx512bf16")]
 unsafe fn bf16_weights_avx512_bf16(row: &[f32], max: f32, out: &mut [u16]) -> f32 {
     use std::arch::x86_64::*;
-    let mut lanes = [0f32; 16];
-    let mut chunks = row.chunks_exact(32);
-    for (chunk, line) in (&mut chunks).zip(out.chunks_exact_mut(32)) {
-        let mut e = [0f32; 32];
-        for (e, &s) in e.iter_mut().zip(chunk) {
-            *e = math::exp_nonpositive_coarse(s - max);
-        }
-        for (total, (a, b)) in lanes.iter_mut().zip(e[..16].iter().zip(&e[16..])) {
-            *total += a + b;
-        }
-        // SAFETY: `e` holds 32 floats and `line` 32 u16 (64 bytes); the CPU has AVX-512 BF16
-        // (the caller). The low half of the result is the second operand's.
-        unsafe {
-            let (lo, hi) = (_mm512_loadu_ps(e.as_ptr()), _mm512_loadu_ps(e.as_ptr().add(16)));
+    // SAFETY (the block): the CPU has AVX-512 F, DQ and BF16 (the caller); each chunk holds 32
+    // floats and each line 32 u16 (64 bytes).
+    unsafe {
+        // math::exp_nonpositive_coarse in registers, with `vrndscaleps` for the rounding and
+        // `vscalefps` for 2^n: the same polynomial, nine instructions a vector.
+        let exp = |s: __m512| {
+            let t = _mm512_mul_ps(
+                _mm512_sub_ps(s, _mm512_set1_ps(max)),
+                _mm512_set1_ps(std::f32::consts::LOG2_E),
+            );
+            // Not below the least (NaN stays NaN, as in math::exp_nonpositive_coarse).
+            let keep = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(t, _mm512_set1_ps(math::EXP2_COARSE_MIN));
+            let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+            let f = _mm512_sub_ps(t, n);
+            let [c0, c1, c2, c3] = math::EXP2_COARSE.map(|c| _mm512_set1_ps(c));
+            let p = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_fmadd_ps(c3, f, c2), f, c1), f, c0);
+            _mm512_maskz_scalef_ps(keep, p, n)
+        };
+        let mut total = _mm512_setzero_ps();
+        let mut chunks = row.chunks_exact(32);
+        for (chunk, line) in (&mut chunks).zip(out.chunks_exact_mut(32)) {
+            let lo = exp(_mm512_loadu_ps(chunk.as_ptr()));
+            let hi = exp(_mm512_loadu_ps(chunk.as_ptr().add(16)));
+            total = _mm512_add_ps(total, _mm512_add_ps(lo, hi));
+            // The low half of the result is the second operand's.
             let rounded: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
             _mm512_storeu_si512(line.as_mut_ptr().cast(), rounded);
         }
+        bf16_tail(chunks.remainder(), max, out, row.len()) + _mm512_reduce_add_ps(total)
     }
-    bf16_tail(chunks.remainder(), max, out, row.len()) + lanes.iter().sum::<f32>()
 }
 
 multiversion! {
@@ -898,6 +1089,11 @@ mod tests {
     /// weights rounded to 8 significant bits strays by 2⁻⁹ of itself.
     const BF16_BOUND: f64 = 3e-2;
 
+    /// int8 scores' bound on these inputs: queries keep 8 bits of their row's range and keys 7 (6
+    /// where the kernel takes weights of ±63) of their largest magnitude. Twice the most seen
+    /// over these cases at any level (2.7e-2, at `avx2`, the keys of 6 bits).
+    const INT8_BOUND: f64 = 6e-2;
+
     #[test]
     fn blocked_attention_equals_attention_across_many_blocks() {
         // Several query and key blocks per sequence, a ragged last block, packed sequences of
@@ -937,7 +1133,9 @@ mod tests {
             let want = reference(&qkv, &segments, &cos, &sin, heads, d, rotary_value);
             let mut bf16_outputs: Vec<(Level, Vec<f32>)> = Vec::new();
             for level in crate::runtime::kernels::tested_levels("blocked attention") {
-                for (products, bound) in [(Products::F32, 1e-4), (Products::Bf16, BF16_BOUND)] {
+                for (products, bound) in
+                    [(Products::F32, 1e-4), (Products::Bf16, BF16_BOUND), (Products::Int8, INT8_BOUND)]
+                {
                     let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
                     let ours =
                         attention(level, products, &qkv_t, &segments, &rotation, heads, d, rotary_value)
@@ -949,7 +1147,9 @@ mod tests {
                         worst < bound,
                         "{level:?} {products:?}: spans {spans:?} {pad:?} causal {causal}: max abs {worst:e}"
                     );
-                    if !matches!(Route::new(level, products), Route::F32(_)) {
+                    if products == Products::Bf16
+                        && !matches!(Route::new(level, products, 0).kernel, Kernel::F32(_))
+                    {
                         bf16_outputs.push((level, ours));
                     }
                 }
@@ -957,7 +1157,8 @@ mod tests {
             // The AMX tile program (on the model unit, as this CPU may have no tile unit) from 8
             // rows on, and the register-tile path below that: the tiles of 32 whole rows.
             let model = &crate::runtime::kernels::amx::tests::MODEL_BF16;
-            let route = Route::Native { kernel: model, tiles: Some((model, 8)) };
+            let route =
+                Route { kernel: Kernel::Native { kernel: model, tiles: Some((model, 8)) }, scores: None };
             let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
             let ours = attention_by(route, &qkv_t, &segments, &rotation, heads, d, rotary_value).unwrap();
             bf16_outputs.push((Level::Amx, ours.flatten_all().unwrap().to_vec1::<f32>().unwrap()));
@@ -972,6 +1173,44 @@ mod tests {
                 let ((a_level, a), (b_level, b)) = (pair[0], pair[1]);
                 let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
                 assert!(worst < 3e-4, "bf16 at {a_level:?} and {b_level:?} differ by {worst:e}");
+            }
+
+            // int8 scores on every level's int8 kernel, where the level takes them and where it
+            // does not; beside the AMX tile program on the model unit (from 8 rows on, the model
+            // as register kernel below), all with the same P·V. Kernels of the same weight range
+            // quantize alike and sum exactly, so their scores, and all that follows, are equal bit
+            // for bit, as the linears' are.
+            let int8 = |scores| {
+                let kernel = Kernel::Widened(F32Kernel::for_level(Level::Portable));
+                let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
+                let ours = attention_by(
+                    Route { kernel, scores: Some(scores) },
+                    &qkv_t,
+                    &segments,
+                    &rotation,
+                    heads,
+                    d,
+                    rotary_value,
+                )
+                .unwrap();
+                ours.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+            };
+            let model = &crate::runtime::kernels::amx::tests::MODEL;
+            let program = int8((model, Some((model, 8))));
+            for level in crate::runtime::kernels::tested_levels("int8 scores") {
+                let kernel = I8Kernel::for_level(level);
+                let ours = int8((kernel, I8Kernel::tiles_for_level(level)));
+                let worst = ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+                assert!(
+                    worst < INT8_BOUND,
+                    "int8 scores at {level:?}: spans {spans:?} {pad:?} causal {causal}: max abs {worst:e}"
+                );
+                if kernel.weight_max == model.weight_max {
+                    assert!(
+                        ours.iter().zip(&program).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "int8 scores at {level:?} differ from the tile program's: spans {spans:?} {pad:?}"
+                    );
+                }
             }
         }
     }

@@ -531,6 +531,21 @@ impl PackedI8 {
         (self.n, self.k)
     }
 
+    /// Steps of 4 k per panel.
+    pub(crate) fn steps(&self) -> usize {
+        self.k_padded / 4
+    }
+
+    /// Panel p's weights, its columns' scales and their sums: the operands an [`I8Tile`] takes.
+    pub(crate) fn panel(&self, p: usize) -> (&[i8], &[f32], &[i32]) {
+        let (nr, len) = (self.kernel.nr, self.k_padded * self.kernel.nr);
+        (
+            &self.panels.as_slice()[p * len..(p + 1) * len],
+            &self.scales[p * nr..(p + 1) * nr],
+            &self.sums[p * nr..(p + 1) * nr],
+        )
+    }
+
     /// `out` (m, n) = `a` (m, k) · Wᵀ + `bias`, with `a` quantized per row, on the threads.
     ///
     /// # Safety
