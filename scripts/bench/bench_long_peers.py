@@ -5,7 +5,7 @@ each length, 2 threads each:
 - ONNX Runtime on the f32 export and on its dynamic int8 quantization (onnxruntime's quantize_dynamic);
 - OpenVINO at its defaults on the f32 export (its CPU plugin picks bf16 where the CPU has AVX512-BF16 or AMX; the row
   records the precision it reports);
-- ours, the `embed` example in f32, int8 (`--quantize int8`) and bf16 (`--dtype bf16`).
+- ours, the classifier pipeline through `cargo bench --bench latency` in f32, int8 and bf16.
 
 The model is bench_e2e.py's base-size random-init classifier (12 layers, hidden 768, 12 heads, FFN 3072) copied to
 target/bench-e2e/base-long with `max_position_embeddings` 16,384: transformers' RoFormer keeps its sinusoidal
@@ -15,9 +15,10 @@ folder (it computes the rotary positions itself).
 
 What is timed: the encode, model load excluded. A peer runs in a process of its own (so that running out of memory
 is recorded, not fatal to the run): one warm-up call at 16 tokens, then at each length --runs calls (2 at 8,192 and
-over, --runs-long), the forward pass on token ids, softmax included; the row keeps the best and every time. Ours: --runs `embed`
-processes per length, each timing its one encode (tokenization and forward pass, what embed reports), the best
-kept; each of ours is a cold first call, the peers' are warm. Each process's peak RSS is recorded too.
+over, --runs-long), the forward pass on token ids, softmax included; the row keeps the best and every time. Ours
+alike, warm: a process per length runs the classifier pipeline on token ids once untimed at that length, then as many
+timed calls, and the best is kept (before 2026-12-06's second run, ours were `embed` processes timing one cold
+encode each). Each process's peak RSS is recorded too.
 
 Writes a result file under benchmarks/results/ (`"kind": "long-peers"`, the rows' `long_inputs` field;
 benchmarks/README.md) unless --no-result-file, and /tmp/BENCH_RUNNING exists while it times.
@@ -25,7 +26,6 @@ benchmarks/README.md) unless --no-result-file, and /tmp/BENCH_RUNNING exists whi
 
 import argparse
 import json
-import os
 import re
 import resource
 import subprocess
@@ -49,9 +49,7 @@ PEERS = {
     "onnxruntime int8": ("onnxruntime", "ONNX Runtime int8 (dynamic)"),
     "openvino default": ("openvino", "OpenVINO default (it picks {precision})"),
 }
-OURS = {"f32": ("roformer f32", []), "int8": ("roformer int8 (`--quantize int8`)", ["--quantize", "int8"]),
-        "bf16": ("roformer bf16 (`--dtype bf16`)", ["--dtype", "bf16"])}
-WORDS = "the quick brown fox jumps over a lazy dog and then".split()
+OURS = {"f32": "roformer f32", "int8": "roformer int8", "bf16": "roformer bf16"}
 
 
 def long_folder(vocab):
@@ -137,23 +135,27 @@ def run_peer(name, folder, lengths, runs):
     return {"info": {}, "results": {}, "error": why}
 
 
+def latency_binary():
+    """The executable of `cargo bench --bench latency`, built if need be."""
+    done = subprocess.run(["cargo", "bench", "--no-run", "--bench", "latency"], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    return ROOT / re.search(r"Executable benches/latency.rs \((.+?)\)", done.stderr).group(1)
+
+
 def run_ours(exe, folder, precision, lengths, runs):
+    """Ours as the peers run: the classifier pipeline on token ids (`cargo bench --bench latency`), warm (one
+    untimed call at the length first), the best of as many timed calls; one process per length."""
     results, peak = {}, 0
     with tempfile.TemporaryDirectory() as tmp:
         for n in lengths:
-            src = Path(tmp) / "in.txt"
-            src.write_text(" ".join(WORDS[i % len(WORDS)] for i in range(n - 2)) + "\n")
-            times = []
-            for _ in range(runs_at(n, runs)):
-                done = subprocess.run(
-                    ["/usr/bin/time", "-f", "%M", "-o", f"{tmp}/time", str(exe), "--model", str(folder),
-                     "--max-length", str(n), "--batch-size", "1", "--threads", str(THREADS), "--input", str(src),
-                     "--output", f"{tmp}/out.jsonl", *OURS[precision][1]], capture_output=True, text=True)
-                if done.returncode != 0:
-                    raise RuntimeError(done.stderr[-800:])
-                times.append(float(re.search(r"sentences in ([\d.]+) s", done.stderr).group(1)))
-                peak = max(peak, int(Path(f"{tmp}/time").read_text().split()[-1]) / 1024)
-            results[str(n)] = {"encode_s": round(min(times), 3), "times_s": times}
+            done = subprocess.run(
+                ["/usr/bin/time", "-f", "%M", "-o", f"{tmp}/time", str(exe), str(folder), str(n), precision,
+                 str(runs_at(n, runs)), str(THREADS), "1"], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr[-800:])
+            best = float(re.search(r"best_ms=([\d.]+)", done.stdout).group(1)) / 1e3
+            results[str(n)] = {"encode_s": round(best, 3)}
+            peak = max(peak, int(Path(f"{tmp}/time").read_text().split()[-1]) / 1024)
     return {"info": {"precision": precision}, "results": results, "peak_rss_mib": round(peak)}
 
 
@@ -164,8 +166,8 @@ def main():
     parser.add_argument("--runs-long", type=int, default=2, help="timed calls per length from 8,192 tokens")
     parser.add_argument("--skip", default="", help="rows to leave out, comma-separated: transformers-bf16, roformer-int8, ...")
     parser.add_argument("--vocab", default=str(ROOT.parent / "shared/data/vocab/bert-base-uncased"))
-    parser.add_argument("--embed", default=str(ROOT / "target" / "release" / "examples" / "embed"))
-    parser.add_argument("--commit", help="the commit --embed was built from (default: this checkout's)")
+    parser.add_argument("--latency", help="our `latency` bench executable, built elsewhere (default: built here)")
+    parser.add_argument("--commit", help="the commit --latency was built from (default: this checkout's)")
     parser.add_argument("--no-result-file", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
@@ -179,8 +181,7 @@ def main():
     import bench_e2e
 
     bench_e2e.export_onnx(folder, folder.name)  # before timing: the export and its int8 quantization
-    if not os.environ.get("NO_CARGO_BUILD"):
-        subprocess.run(["cargo", "build", "-q", "--release", "--example", "embed"], cwd=ROOT, check=True)
+    latency = Path(args.latency) if args.latency else latency_binary()
     rows = {}
     MARK.touch()
     try:
@@ -192,7 +193,7 @@ def main():
         for precision in OURS:
             if f"roformer-{precision}" in skip:
                 continue
-            rows[f"roformer {precision}"] = run_ours(args.embed, folder, precision, lengths, args.runs)
+            rows[f"roformer {precision}"] = run_ours(latency, folder, precision, lengths, args.runs)
             print(f"{'roformer ' + precision:20} {summary(rows[f'roformer {precision}'], lengths)}", flush=True)
     finally:
         MARK.unlink(missing_ok=True)
@@ -230,7 +231,7 @@ def write_result(rows, lengths, args, folder):
     for name, row in rows.items():
         system, label = PEERS.get(name, ("roformer", None))
         precision = precision_of(name, row)
-        label = (label or OURS[name.split()[-1]][0]).format(precision=precision)
+        label = (label or OURS[name.split()[-1]]).format(precision=precision)
         extra = {k: row["info"][k] for k in ("inference_precision_hint", "matmul_precisions") if k in row["info"]}
         if row.get("error"):
             extra["error"] = row["error"]
@@ -242,7 +243,8 @@ def write_result(rows, lengths, args, folder):
                 f"random init, max_position_embeddings {MAX_POSITIONS}) and its ONNX export, batch 1, one input of "
                 f"{', '.join(f'{n:,}' for n in lengths)} tokens, {THREADS} threads each; the best of {args.runs} "
                 f"timed calls per length ({args.runs_long} from 8,192 tokens), model load excluded: the peers warm (after a 16-token "
-                "call, each peer in its own process), ours `embed` processes each timing its one cold encode")
+                "call, each peer in its own process), ours warm too (`cargo bench --bench latency`: the classifier "
+                "pipeline on token ids, one untimed call at each length first, a process per length)")
     return result_file.write("scripts/bench/bench_long_peers.py", level, versions, workload, systems,
                              run=f"best of {args.runs} ({args.runs_long} from 8,192 tokens), back to back, idle",
                              kind="long-peers", commit=args.commit)
