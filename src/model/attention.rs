@@ -240,7 +240,7 @@ impl Attention {
     }
 
     /// The projections' and the output dense's weights in `precision`, and attention's products
-    /// in bf16 for int8 and bf16 alike (see `Products`).
+    /// at that precision (see `Products`).
     pub fn quantize(&mut self, precision: Quantization) -> Result<()> {
         self.self_attention.projections.quantize(precision)?;
         self.output.dense.quantize(precision)?;

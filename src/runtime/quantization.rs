@@ -3,9 +3,10 @@
 //! - bf16: weights rounded to bf16 once, inputs rounded to bf16, products summed in f32 (AMX or
 //!   AVX-512 BF16 where the CPU has them).
 //!
-//! Attention's two products follow in bf16 for both (bf16 attention was the faster of the two
-//! where it was measured, see `kernels::attention::Products`); its softmax, the embeddings, norms,
-//! the pooler and the task heads stay in f32.
+//! Attention's two products follow at the model's precision (`kernels::attention::Products`):
+//! bf16 for bf16 models; for int8 ones Q·Kᵀ in int8 where the CPU's int8 products measured the
+//! faster and inputs are long, P·V in bf16. Its softmax, the embeddings, norms, the pooler and the
+//! task heads stay in f32.
 
 use crate::error::{Error, Result};
 

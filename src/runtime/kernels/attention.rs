@@ -8,10 +8,11 @@
 //! memory grows linearly with the sequence length.
 //!
 //! The two products (Q·Kᵀ and P·V) run at the model's precision ([`Products`]): in f32, exact,
-//! for an f32 model; in bf16 with f32 sums for a bf16 or int8 one. bf16 runs on the level's bf16
-//! kernel where it has one (`vdpbf16ps`, AMX's `tdpbf16ps`), and elsewhere on its f32 kernel
-//! reading keys and values kept in bf16 (half the bytes), each widened as it is loaded. The
-//! online softmax stays in f32 at every precision.
+//! for an f32 model; in bf16 with f32 sums for a bf16 one; for an int8 one, Q·Kᵀ on the level's
+//! int8 kernel where that measured faster (from [`INT8_SCORES_FROM`] tokens) and P·V in bf16.
+//! bf16 runs on the level's bf16 kernel where it has one (`vdpbf16ps`, AMX's `tdpbf16ps`), and
+//! elsewhere on its f32 kernel reading keys and values kept in bf16 (half the bytes), each widened
+//! as it is loaded. The online softmax stays in f32 at every precision.
 
 use candle_core::Tensor;
 use rayon::prelude::*;
