@@ -31,7 +31,8 @@ use crate::runtime::quantization::Quantization;
 const QUERY_BLOCK: usize = 128;
 const KEY_BLOCK: usize = 512;
 
-/// The shortest longest sequence of a call whose int8 model takes int8 scores ([`Route::new`]).
+/// int8 models take int8 scores in calls whose longest sequence holds at least this many tokens
+/// ([`Route::new`]): below, they measured no faster.
 const INT8_SCORES_FROM: usize = 1024;
 
 /// The precision of attention's two products, the model's: chosen with its linears' precision
@@ -101,7 +102,7 @@ impl Route {
             (_, None) => Kernel::Widened(F32Kernel::for_level(level)),
         };
         // int8 scores where they measured faster than bf16 or f32 ones: the int8 layer at 2,048 to
-        // 8,192 tokens ran 6 to 22% faster with them at `avx512-vnni` and `avx512-bf16`; at `avx2`
+        // 8,192 tokens ran up to 22% faster with them at `avx512-vnni` and 17% at `avx512-bf16`; at `avx2`
         // they tied, and at `avx512` (without VNNI) they were 7% slower. Unmeasured levels keep
         // bf16 products. Below `INT8_SCORES_FROM` tokens they gained too little to pay for their
         // coarser scores (docs/log/2026-12-attention-precision.md).
