@@ -4,8 +4,6 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roformer::{PipelineOptions, TextClassifier};
-// The programs' allocator (roformer-cli's), so that the bench times what they run.
-use roformer_cli as _;
 
 fn bench(c: &mut Criterion) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tokenizer/corpus.json");

@@ -11,8 +11,6 @@ use std::time::Instant;
 
 use candle_core::{DType, Device};
 use roformer::{load_dir, GenerationOptions, Quantization, RoFormerForCausalLM, Sampling, TaskModel};
-// The programs' allocator (roformer-cli's), so that the bench times what they run.
-use roformer_cli as _;
 
 const SAMPLES: usize = 32;
 

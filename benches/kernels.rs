@@ -21,8 +21,6 @@ use std::time::Instant;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use roformer::{Config, Inputs, Quantization, RoFormerModel};
-// The programs' allocator (roformer-cli's), so that the bench times what they run.
-use roformer_cli as _;
 
 fn main() {
     if std::env::args().skip(1).any(|a| a == "gemm") {

@@ -10,8 +10,6 @@
 use std::time::Instant;
 
 use roformer::{Encoded, PipelineOptions, TextClassifier};
-// The programs' allocator (roformer-cli's), so that the bench times what they run.
-use roformer_cli as _;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();

@@ -3,8 +3,6 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roformer::{Padding, Tokenizer, Truncation};
-// The programs' allocator (roformer-cli's), so that the bench times what they run.
-use roformer_cli as _;
 
 fn corpus() -> Vec<String> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tokenizer/corpus.json");

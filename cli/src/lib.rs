@@ -8,15 +8,6 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use roformer::PipelineOptions;
 
-/// The allocator of every program that links this crate (the examples, `roformer-serve`, the
-/// benches). Long inputs allocate activations of tens to hundreds of MiB a layer, above glibc
-/// malloc's largest mmap threshold (32 MiB), so each was mapped fresh and page-faulted in again
-/// every layer: a bf16 base layer at 8,192 tokens spent 5 to 8% there (Zen 4, `cargo bench
-/// --bench kernels`). mimalloc keeps freed segments for reuse. docs/speed.md says how an
-/// application that embeds the library can do the same.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Runs an example's body and reports its error once, cause chain included, with exit code 1.
 /// The library's warnings (unused checkpoint tensors, say) go to stderr.
 pub fn main_with(run: impl FnOnce() -> Result<()>) -> ExitCode {

@@ -20,12 +20,6 @@ mod tasks;
 
 use pyo3::prelude::*;
 
-/// The allocator of the module's own (Rust) allocations, as of the crate's programs (roformer-cli
-/// says why: long inputs' activations, each mapped fresh and page-faulted in again under glibc
-/// malloc). Python's objects keep Python's allocator.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
