@@ -393,7 +393,7 @@ impl Heads<'_> {
         let (nr, d, spans) = (route.nr(), self.head_dim, self.segments.spans);
         let tokens: usize = spans.iter().map(|s| s.1).sum();
         let hidden = self.heads * d;
-        let mut out = Vec::with_capacity(tokens * hidden);
+        let mut out = super::fresh(tokens * hidden);
         let out_ptr = SendPtr(out.as_mut_ptr());
         let tasks: Vec<(usize, usize, usize)> = packed
             .pairs

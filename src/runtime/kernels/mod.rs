@@ -85,13 +85,36 @@ impl View<'_> {
     }
 }
 
+/// An empty `Vec` with room for `len` floats, for an activation the kernels write next. One of
+/// many MiB is mapped fresh by malloc (over glibc's mmap threshold) and faulted in page by page as
+/// it is first written, every layer: at 8,192 tokens that was 5 to 8% of a bf16 layer (Zen 4).
+/// On Linux such a buffer asks for transparent huge pages (`MADV_HUGEPAGE`, which the kernel
+/// honours where THP is `madvise` or `always`), so that it faults in 2 MiB at a time; it is still
+/// freed to the system when dropped. Elsewhere, and for smaller buffers, a plain `Vec`.
+pub(crate) fn fresh(len: usize) -> Vec<f32> {
+    let data = Vec::with_capacity(len);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + len * 4);
+        let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if len * 4 >= 8 * HUGE && first < last {
+            // SAFETY: [first, last) lies inside this Vec's allocation, which nothing else uses;
+            // MADV_HUGEPAGE changes how its pages are backed, never what they hold. A refusal
+            // (a kernel without THP) leaves the buffer as it was, so its result is not needed.
+            unsafe { libc::madvise(first as *mut libc::c_void, last - first, libc::MADV_HUGEPAGE) };
+        }
+    }
+    data
+}
+
 /// `len` floats written by `fill` through the pointer it gets, without zeroing them first.
 ///
 /// # Safety
 /// `fill` must write every one of the `len` elements before returning, and read none it has not
 /// written.
 pub(crate) unsafe fn written_by(len: usize, fill: impl FnOnce(*mut f32)) -> Vec<f32> {
-    let mut data = Vec::with_capacity(len);
+    let mut data = fresh(len);
     fill(data.as_mut_ptr());
     // SAFETY: `fill` initialised all `len` elements, as the caller promises.
     unsafe { data.set_len(len) };
@@ -116,7 +139,7 @@ pub(crate) fn tensor(data: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
 /// As [`written_by`], for the product of `dims` elements.
 pub(crate) unsafe fn written_tensor(dims: &[usize], fill: impl FnOnce(*mut f32)) -> Result<Tensor> {
     let len: usize = dims.iter().product();
-    let mut data = Vec::<f32>::with_capacity(len + 15);
+    let mut data = fresh(len + 15);
     let skip = data.as_ptr().align_offset(64).min(15);
     data.resize(skip, 0.0);
     fill(data.as_mut_ptr().wrapping_add(skip));

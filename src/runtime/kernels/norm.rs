@@ -34,7 +34,7 @@ pub(crate) fn add_norm(
     // A plain `Vec`, not `written_tensor`'s lines: there, the int8 engine ran either faster or
     // about 8% slower from run to run.
     let len = x.slice().len();
-    let mut out: Vec<f32> = Vec::with_capacity(len);
+    let mut out = super::fresh(len);
     let rows_per_task = (8192 / width.max(1)).max(1);
     let chunk = rows_per_task * width.max(1);
     out.spare_capacity_mut()[..len].par_chunks_mut(chunk).enumerate().for_each(|(i, out)| {
