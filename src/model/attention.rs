@@ -75,7 +75,7 @@ struct SelfAttention {
     num_heads: usize,
     head_dim: usize,
     rotary_value: bool,
-    /// The precision of the fused kernel's products: the model's (f32, or bf16 for int8 and bf16).
+    /// The precision of the fused kernel's products: the model's (`Products::for_quantization`).
     products: Products,
     dropout: f64,
     /// The layer's place in the encoder, which names its slot in a key-value cache.

@@ -17,11 +17,13 @@
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::gemm::{balanced_or_whole, multiply_f32, pack_panels, pick, PackedI8, Panels, Source, Start};
+use super::gemm::{
+    balanced_or_whole, multiply_f32, pack_panels, pick, PackedI8, Panels, QuantizedRows, Source, Start,
+};
 use super::layout::{row_dwords, Aligned, Input, Spare};
 use super::tile_bf16::{offset, round_rows, to_bf16, Bf16Kernel, Bf16Tile};
 use super::tile_f32::{F32Kernel, Weight};
-use super::tile_int8::{quantize_rows, I8Kernel, I8Tile};
+use super::tile_int8::I8Kernel;
 use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};
 use crate::runtime::quantization::Quantization;
@@ -390,7 +392,7 @@ impl Heads<'_> {
     /// head), on the threads, and gathers the contexts into (tokens, hidden).
     fn run<W: PanelValue>(&self, route: Route, block: impl Fn(&Block<W>, &mut [f32]) + Sync) -> Vec<f32> {
         let packed = self.pack::<W>(route);
-        let (nr, d, spans) = (route.nr(), self.head_dim, self.segments.spans);
+        let (nr, key_block, d, spans) = (route.nr(), route.key_block(), self.head_dim, self.segments.spans);
         let tokens: usize = spans.iter().map(|s| s.1).sum();
         let hidden = self.heads * d;
         let mut out = super::fresh(tokens * hidden);
@@ -415,7 +417,7 @@ impl Heads<'_> {
                 values: &part[k_size..],
                 int8_keys: route.scores.map(|kernels| (kernels, &packed.int8_keys[i])),
                 nr,
-                key_block: route.key_block(),
+                key_block,
                 head_dim: d,
                 len,
                 q0,
@@ -758,83 +760,41 @@ impl Block<'_, u16> {
 struct Int8Scores<'a> {
     kernel: &'static I8Kernel,
     keys: &'a PackedI8,
-    /// (first row, rows) of each tile.
-    tiles: Vec<(usize, usize)>,
-    tile_dwords: usize,
-    inputs: Aligned<u32>,
-    /// Per tile, `mr` of each.
-    scales: Vec<f32>,
-    zero_points: Vec<i32>,
-    sums: Vec<i32>,
+    queries: QuantizedRows,
 }
 
 impl<'a> Int8Scores<'a> {
     fn new<W>(block: &Block<W>, ((kernel, tiles), keys): (I8Kernels, &'a PackedI8)) -> Self {
         let (rows, d) = (block.rows, block.head_dim);
         let (kernel, program) = pick(kernel, tiles, rows);
-        let mr = kernel.mr;
-        let tiles = balanced_or_whole(rows, mr, !program);
-        let tile_dwords = kernel.input.tile_dwords(keys.steps(), mr, kernel.a_stride);
+        let tiles = balanced_or_whole(rows, kernel.mr, !program);
+        // Rows `query_stride` apart, gathered as the quantizing reads them: d apart.
         let mut queries = vec![0f32; rows * d];
         for (r, row) in queries.chunks_exact_mut(d).enumerate() {
             row.copy_from_slice(&block.queries[r * block.query_stride..][..d]);
         }
-        // Pooled: what quantizing leaves unwritten (rows past a tile's, bytes past d) meets
-        // products no output keeps, or zero weights.
-        let mut inputs = Aligned::<u32>::scratch(tiles.len() * tile_dwords);
-        let (mut scales, mut zero_points, mut sums) =
-            (vec![0f32; tiles.len() * mr], vec![0i32; tiles.len() * mr], vec![0i32; tiles.len() * mr]);
-        for (t, &(row, n)) in tiles.iter().enumerate() {
-            quantize_rows(
-                &queries[row * d..],
-                d,
-                n,
-                kernel,
-                &mut inputs.as_mut_slice()[t * tile_dwords..][..tile_dwords],
-                &mut scales[t * mr..][..mr],
-                &mut zero_points[t * mr..][..mr],
-                &mut sums[t * mr..][..mr],
-            );
-        }
-        Self { kernel, keys, tiles, tile_dwords, inputs, scales, zero_points, sums }
+        let queries = QuantizedRows::new(kernel, &tiles, &queries, d, keys.steps());
+        Self { kernel, keys, queries }
     }
 
     /// The scores of keys `k0..k0 + cols` (k0 on a panel) into `out`, rows `cols` apart.
     fn fill(&self, k0: usize, cols: usize, out: &mut [f32]) {
-        let (nr, mr) = (self.kernel.nr, self.kernel.mr);
-        assert!(k0.is_multiple_of(nr) && out.len() >= self.tiles.last().map_or(0, |t| t.0 + t.1) * cols);
+        let nr = self.kernel.nr;
+        let tiles = self.queries.tiles();
+        assert!(k0.is_multiple_of(nr) && out.len() >= tiles.last().map_or(0, |t| t.0 + t.1) * cols);
         let zeros = [0f32; 32];
         for p in 0..cols.div_ceil(nr) {
-            let (b, col_scales, col_sums) = self.keys.panel(k0 / nr + p);
-            for (t, &(row, rows)) in self.tiles.iter().enumerate() {
-                let tile = I8Tile {
-                    rows,
-                    cols: nr.min(cols - p * nr),
-                    steps: self.keys.steps(),
-                    a: &self.inputs.as_slice()[t * self.tile_dwords..][..self.tile_dwords],
-                    b,
-                    row_scales: &self.scales[t * mr..][..mr],
-                    zero_points: &self.zero_points[t * mr..][..mr],
-                    row_sums: &self.sums[t * mr..][..mr],
-                    col_scales,
-                    col_sums,
-                    bias: &zeros[..nr],
-                    // Inside `out` (asserted): row + rows ≤ its rows, p·nr + the tile's cols ≤ cols.
-                    c: out.as_mut_ptr().wrapping_add(row * cols + p * nr),
-                    ldc: cols,
-                };
+            let panel = self.keys.panel(k0 / nr + p);
+            for (t, &(row, _)) in tiles.iter().enumerate() {
+                // Inside `out` (asserted): row + rows ≤ its rows, p·nr + the tile's cols ≤ cols.
+                let c = out.as_mut_ptr().wrapping_add(row * cols + p * nr);
+                let tile = self.queries.tile(t, panel, &zeros[..nr], nr.min(cols - p * nr), c, cols);
                 // SAFETY: the kernel is one this CPU runs (the level in force has it, or a tile
                 // program of it); the kernels check the operands' sizes; the tile writes its rows'
                 // columns of `out`, which this task alone holds.
                 unsafe { (self.kernel.tile)(&tile) };
             }
         }
-    }
-}
-
-impl Drop for Int8Scores<'_> {
-    fn drop(&mut self) {
-        std::mem::take(&mut self.inputs).recycle();
     }
 }
 

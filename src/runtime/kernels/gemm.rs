@@ -555,50 +555,105 @@ impl PackedI8 {
         let (kernel, program) = pick(self.kernel, self.tiles, m);
         let (mr, nr) = (kernel.mr, kernel.nr);
         assert!(a.len() >= m * k && bias.is_none_or(|b| b.len() == n), "PackedI8::matmul: operand sizes");
-        let steps = self.k_padded / 4;
+        let steps = self.steps();
         let plan = Plan::for_kernel(program, m, n, mr, nr, row_dwords(steps) * 4);
-        // Each tile: its rows' u8 inputs, 4 k's to a dword, in lines or rows as the kernel reads
-        // them, and its rows' scales, zero points and sums. What the quantizing leaves unwritten
-        // (rows past a tile's, bytes past k) is whatever the pooled buffer held: products no
-        // output keeps, or sums with zero weights.
-        let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
-        let mut packed = Aligned::<u32>::scratch(plan.tiles.len() * tile_dwords);
-        let mut row_scales = vec![0f32; plan.tiles.len() * mr];
-        let mut zero_points = vec![0i32; plan.tiles.len() * mr];
-        let mut row_sums = vec![0i32; plan.tiles.len() * mr];
-        packed
-            .as_mut_slice()
-            .par_chunks_mut(tile_dwords.max(1))
-            .zip(row_scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
-            .zip(row_sums.par_chunks_mut(mr))
-            .zip(&plan.tiles)
-            .for_each(|(((dst, (scales, zps)), sums), &(row, rows))| {
-                super::tile_int8::quantize_rows(&a[row * k..], k, rows, kernel, dst, scales, zps, sums)
-            });
-        let (out, inputs, weights) = (SendPtr(out), packed.as_slice(), self.panels.as_slice());
+        let inputs = QuantizedRows::new(kernel, &plan.tiles, a, k, steps);
+        let out = SendPtr(out);
         plan.run_tiles(n, nr, bias, |t, p, cols, bias| {
-            let (row, rows) = plan.tiles[t];
-            let tile = I8Tile {
-                rows,
-                cols,
-                steps,
-                a: &inputs[t * tile_dwords..(t + 1) * tile_dwords],
-                b: &weights[p * self.k_padded * nr..(p + 1) * self.k_padded * nr],
-                row_scales: &row_scales[t * mr..t * mr + mr],
-                zero_points: &zero_points[t * mr..t * mr + mr],
-                row_sums: &row_sums[t * mr..t * mr + mr],
-                col_scales: &self.scales[p * nr..p * nr + nr],
-                col_sums: &self.sums[p * nr..p * nr + nr],
-                bias,
-                // The pointer stays inside `out`: row < m, p·nr < n.
-                c: out.get().wrapping_add(row * n + p * nr),
-                ldc: n,
-            };
+            // The pointer stays inside `out`: the tile's rows < m, p·nr < n.
+            let c = out.get().wrapping_add(plan.tiles[t].0 * n + p * nr);
+            let tile = inputs.tile(t, self.panel(p), bias, cols, c, n);
             // SAFETY: the kernel is one this CPU runs; this task alone writes these rows of panel
             // p's columns, inside `out` as the caller promises.
             unsafe { (kernel.tile)(&tile) };
         });
-        packed.recycle();
+    }
+}
+
+/// Rows quantized to u8 for an int8 kernel, tile by tile as it reads them: each tile's packed
+/// input (4 k's to a dword, in lines or rows), and its rows' scales, zero points and sums. What
+/// the quantizing leaves unwritten (rows past a tile's, bytes past k) is whatever the pooled
+/// buffer held: products no output keeps, or sums with zero weights.
+pub(crate) struct QuantizedRows {
+    kernel: &'static I8Kernel,
+    /// (first row, rows) of each tile.
+    tiles: Vec<(usize, usize)>,
+    steps: usize,
+    tile_dwords: usize,
+    inputs: Aligned<u32>,
+    /// `mr` per tile.
+    scales: Vec<f32>,
+    zero_points: Vec<i32>,
+    sums: Vec<i32>,
+}
+
+impl QuantizedRows {
+    /// The rows of `a` (k values each, k apart) in `tiles`, for `kernel`'s panels of `steps`
+    /// steps, tiles on the threads.
+    pub(crate) fn new(
+        kernel: &'static I8Kernel,
+        tiles: &[(usize, usize)],
+        a: &[f32],
+        k: usize,
+        steps: usize,
+    ) -> Self {
+        let mr = kernel.mr;
+        let tile_dwords = kernel.input.tile_dwords(steps, mr, kernel.a_stride);
+        let mut inputs = Aligned::<u32>::scratch(tiles.len() * tile_dwords);
+        let mut scales = vec![0f32; tiles.len() * mr];
+        let mut zero_points = vec![0i32; tiles.len() * mr];
+        let mut sums = vec![0i32; tiles.len() * mr];
+        inputs
+            .as_mut_slice()
+            .par_chunks_mut(tile_dwords.max(1))
+            .zip(scales.par_chunks_mut(mr).zip(zero_points.par_chunks_mut(mr)))
+            .zip(sums.par_chunks_mut(mr))
+            .zip(tiles)
+            .for_each(|(((dst, (scales, zps)), sums), &(row, rows))| {
+                super::tile_int8::quantize_rows(&a[row * k..], k, rows, kernel, dst, scales, zps, sums)
+            });
+        Self { kernel, tiles: tiles.to_vec(), steps, tile_dwords, inputs, scales, zero_points, sums }
+    }
+
+    /// The tiles' (first row, rows).
+    pub(crate) fn tiles(&self) -> &[(usize, usize)] {
+        &self.tiles
+    }
+
+    /// Tile t's product with one panel of weights (`PackedI8::panel`) plus `bias` (nr values),
+    /// `cols` of its columns written from `c`, rows `ldc` apart.
+    pub(crate) fn tile<'a>(
+        &'a self,
+        t: usize,
+        (b, col_scales, col_sums): (&'a [i8], &'a [f32], &'a [i32]),
+        bias: &'a [f32],
+        cols: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) -> I8Tile<'a> {
+        let (mr, td) = (self.kernel.mr, self.tile_dwords);
+        I8Tile {
+            rows: self.tiles[t].1,
+            cols,
+            steps: self.steps,
+            a: &self.inputs.as_slice()[t * td..(t + 1) * td],
+            b,
+            row_scales: &self.scales[t * mr..t * mr + mr],
+            zero_points: &self.zero_points[t * mr..t * mr + mr],
+            row_sums: &self.sums[t * mr..t * mr + mr],
+            col_scales,
+            col_sums,
+            bias,
+            c,
+            ldc,
+        }
+    }
+}
+
+impl Drop for QuantizedRows {
+    /// The packed inputs go back to the pool.
+    fn drop(&mut self) {
+        std::mem::take(&mut self.inputs).recycle();
     }
 }
 
