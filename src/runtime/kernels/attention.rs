@@ -18,11 +18,11 @@ use candle_core::Tensor;
 use rayon::prelude::*;
 
 use super::gemm::{
-    balanced_or_whole, multiply_f32, pack_panels, pick, PackedI8, Panels, QuantizedRows, Source, Start,
+    balanced_or_whole, load_block, pack_lines, pack_panels, pick, tiles, PackedI8, QuantizedRows, Source,
 };
 use super::layout::{row_dwords, Aligned, Input, Spare};
-use super::tile_bf16::{offset, round_rows, to_bf16, Bf16Kernel, Bf16Tile};
-use super::tile_f32::{F32Kernel, Weight};
+use super::tile_bf16::{from_bf16, offset, round_rows, to_bf16, Bf16Kernel, Bf16Tile};
+use super::tile_f32::{F32Kernel, F32Tile, Weight};
 use super::tile_int8::I8Kernel;
 use super::{math, multiversion, tensor, Level, SendPtr, View};
 use crate::error::{candle_bail, Result};
@@ -119,6 +119,15 @@ impl Route {
         match self.kernel {
             Kernel::F32(kernel) | Kernel::Widened(kernel) => kernel.nr,
             Kernel::Native { kernel, .. } => kernel.nr,
+        }
+    }
+
+    /// The f32 kernel whose Q·Kᵀ reads the keys as input lines ([`Heads::key_lines`]): the f32
+    /// kernels' route without int8 scores.
+    fn key_lines(self) -> Option<&'static F32Kernel> {
+        match (self.kernel, self.scores) {
+            (Kernel::F32(kernel) | Kernel::Widened(kernel), None) => Some(kernel),
+            _ => None,
         }
     }
 
@@ -307,8 +316,11 @@ impl PanelValue for u16 {
 /// Every (sequence, head)'s keys and values packed as panels, and where each sits.
 struct Packed<W> {
     panels: Aligned<W>,
-    /// Per (sequence, head) pair: its offset into `panels`.
-    offsets: Vec<usize>,
+    /// The keys as the f32 kernel's input lines, where the route reads them so (and `panels`
+    /// then holds only values).
+    key_lines: Aligned<f32>,
+    /// Per (sequence, head) pair: its offsets into `panels` and `key_lines`.
+    offsets: Vec<(usize, usize)>,
     /// The (sequence, head) pairs, sequence-major.
     pairs: Vec<(usize, usize)>,
     /// Per pair, its keys in int8, where the route's scores are (and `panels` then holds none).
@@ -319,8 +331,41 @@ impl Heads<'_> {
     /// (keys, values) sizes of a sequence of `len` in `W` panels of the route.
     fn sizes<W: PanelValue>(&self, len: usize, route: Route) -> (usize, usize) {
         let (d, nr) = (self.head_dim, route.nr());
-        let keys = if route.scores.is_some() { 0 } else { len.div_ceil(nr) * W::panel_len(d, nr) };
+        let panels = route.scores.is_none() && route.key_lines().is_none();
+        let keys = if panels { len.div_ceil(nr) * W::panel_len(d, nr) } else { 0 };
         (keys, d.div_ceil(nr) * W::panel_len(len, nr))
+    }
+
+    /// Floats of a sequence of `len`'s keys as the f32 kernel's input lines, where the route reads
+    /// them so: per block of keys, its tiles of `mr` keys ([`tiles`]), each `head_dim` lines.
+    fn key_lines_len(&self, len: usize, route: Route) -> usize {
+        route.key_lines().map_or(0, |kernel| {
+            let block = route.key_block();
+            let blocks = (0..len).step_by(block).map(|k0| tiles(block.min(len - k0), kernel.mr).len());
+            blocks.sum::<usize>() * self.head_dim * kernel.a_stride
+        })
+    }
+
+    /// A (sequence, head)'s keys as the f32 kernel's input lines (rounded as products with `W`
+    /// see them): Q·Kᵀ computed as K·Qᵀ, so that its output lies key by key, with a lane per
+    /// query, where P·V reads its input lines.
+    fn key_lines<W: Weight>(
+        &self,
+        (s, h): (usize, usize),
+        kernel: &F32Kernel,
+        key_block: usize,
+        dst: &mut [f32],
+    ) {
+        let (start, len) = self.segments.spans[s];
+        let (d, hidden) = (self.head_dim, self.heads * self.head_dim);
+        let keys = &self.rotated[start * self.rotated_width + hidden + h * d..];
+        let mut lines = dst.chunks_exact_mut(d * kernel.a_stride);
+        for k0 in (0..len).step_by(key_block) {
+            for (row, rows) in tiles(key_block.min(len - k0), kernel.mr) {
+                let dst = lines.next().expect("key lines sized by key_lines_len");
+                pack_lines::<W>(keys, self.rotated_width, (k0 + row, rows), d, kernel.a_stride, dst);
+            }
+        }
     }
 
     /// A (sequence, head)'s keys quantized for `kernels`, less their mean: the scores of a query
@@ -352,11 +397,27 @@ impl Heads<'_> {
             None => Vec::new(),
         };
         let mut offsets = Vec::with_capacity(pairs.len());
-        let mut total = 0;
+        let (mut total, mut total_lines) = (0, 0);
         for &(s, _) in &pairs {
             let (k_size, v_size) = self.sizes::<W>(spans[s].1, route);
-            offsets.push(total);
+            offsets.push((total, total_lines));
             total += k_size + v_size;
+            total_lines += self.key_lines_len(spans[s].1, route);
+        }
+        let mut key_lines = Aligned::<f32>::scratch(total_lines);
+        if let Some(kernel) = route.key_lines() {
+            let mut rest = key_lines.as_mut_slice();
+            let mut parts = Vec::with_capacity(pairs.len());
+            for &(s, _) in &pairs {
+                let (part, tail) = rest.split_at_mut(self.key_lines_len(spans[s].1, route));
+                parts.push(part);
+                rest = tail;
+            }
+            let key_block = route.key_block();
+            parts
+                .into_par_iter()
+                .zip(&pairs)
+                .for_each(|(part, &pair)| self.key_lines::<W>(pair, kernel, key_block, part));
         }
         let mut panels = Aligned::<W>::scratch(total);
         let mut rest = panels.as_mut_slice();
@@ -385,7 +446,7 @@ impl Heads<'_> {
             }
             W::pack(v_src, d, len, nr, pairs, vals);
         });
-        Packed { panels, offsets, pairs, int8_keys }
+        Packed { panels, key_lines, offsets, pairs, int8_keys }
     }
 
     /// Packs the keys and values, runs `block` on every block of queries of every (sequence,
@@ -403,17 +464,19 @@ impl Heads<'_> {
             .enumerate()
             .flat_map(|(i, &(s, _))| (0..spans[s].1).step_by(QUERY_BLOCK).map(move |q| (i, s, q)))
             .collect();
-        let panels = packed.panels.as_slice();
+        let (panels, key_lines) = (packed.panels.as_slice(), packed.key_lines.as_slice());
         tasks.into_par_iter().for_each(|(i, s, q0)| {
             let (start, len) = spans[s];
             let h = packed.pairs[i].1;
             let (k_size, v_size) = self.sizes::<W>(len, route);
-            let part = &panels[packed.offsets[i]..][..k_size + v_size];
+            let (offset, lines_offset) = packed.offsets[i];
+            let part = &panels[offset..][..k_size + v_size];
             let rows = QUERY_BLOCK.min(len - q0);
             let job = Block {
                 queries: &self.rotated[(start + q0) * self.rotated_width + h * d..],
                 query_stride: self.rotated_width,
                 keys: &part[..k_size],
+                key_lines: &key_lines[lines_offset..][..self.key_lines_len(len, route)],
                 values: &part[k_size..],
                 int8_keys: route.scores.map(|kernels| (kernels, &packed.int8_keys[i])),
                 nr,
@@ -440,6 +503,7 @@ impl Heads<'_> {
             }
         });
         packed.panels.recycle();
+        packed.key_lines.recycle();
         // SAFETY: the tasks covered every (token, head) cell: each span's rows, all heads.
         unsafe { out.set_len(tokens * hidden) };
         out
@@ -496,8 +560,11 @@ struct Block<'a, W> {
     /// The first query's rotated, scaled row; queries are `query_stride` apart.
     queries: &'a [f32],
     query_stride: usize,
-    /// The sequence's keys and values of this head, packed as panels of `nr` columns.
+    /// The sequence's keys and values of this head, packed as panels of `nr` columns (keys for
+    /// the bf16 kernels).
     keys: &'a [W],
+    /// The keys as the f32 kernel's input lines ([`Heads::key_lines`]), for the f32 kernels.
+    key_lines: &'a [f32],
     values: &'a [W],
     /// The keys in int8 and the kernels that read them, where the scores are int8 products
     /// (and `keys` is empty).
@@ -525,8 +592,7 @@ impl Running {
     }
 
     /// One block of keys from `k0` of `block`'s scores (`cols` a row): [`softmax_step`], the
-    /// weights left in `scores` as f32 (`coarse` for products that round them) or written to
-    /// `weights` in bf16 (`stride` dwords a row).
+    /// weights written to `weights` in bf16 (`stride` dwords a row).
     #[allow(clippy::too_many_arguments)]
     fn step<W>(
         &mut self,
@@ -535,14 +601,30 @@ impl Running {
         k0: usize,
         cols: usize,
         context: &mut [f32],
-        coarse: bool,
         weights: &mut [u16],
         stride: usize,
     ) {
         let bias = block.key_bias.map(|b| &b[k0..k0 + cols]);
         let (max, sum, d) = (&mut self.max, &mut self.sum, block.head_dim);
-        softmax_step(
-            scores,
+        softmax_step(scores, cols, bias, block.causal, block.q0, k0, max, sum, context, d, weights, stride);
+    }
+
+    /// One block of keys from `k0` of `block`'s transposed scores (`cols` lines of a lane per
+    /// query): [`softmax_lines`], the weights left in `lines` (`coarse`: see there).
+    fn step_lines<W>(
+        &mut self,
+        block: &Block<W>,
+        lines: &mut [f32],
+        k0: usize,
+        cols: usize,
+        context: &mut [f32],
+        coarse: bool,
+    ) {
+        let bias = block.key_bias.map(|b| &b[k0..k0 + cols]);
+        let (max, sum, d) = (&mut self.max, &mut self.sum, block.head_dim);
+        softmax_lines(
+            lines,
+            block.rows,
             cols,
             bias,
             block.causal,
@@ -553,8 +635,6 @@ impl Running {
             context,
             d,
             coarse,
-            weights,
-            stride,
         );
     }
 }
@@ -585,70 +665,120 @@ impl<W: PanelValue> Block<'_, W> {
         }
     }
 
-    /// The products on the level's f32 kernel, reading f32 panels, or bf16 ones widened.
+    /// The products on the level's f32 kernel, reading f32 panels, or bf16 ones widened. The
+    /// scores are computed transposed (K·Qᵀ: a line per key, a lane per query), so that the
+    /// softmax leaves its weights where P·V reads its input, lines one key apart, and nothing is
+    /// packed between the two products; the softmax then runs across each line's queries.
     fn run_f32(&self, kernel: &F32Kernel, context: &mut [f32]) {
-        let (d, nr, key_block) = (self.head_dim, self.nr, self.key_block);
+        let (d, nr, mr, stride, key_block) =
+            (self.head_dim, self.nr, kernel.mr, kernel.a_stride, self.key_block);
+        let (rows, tile) = (self.rows, W::tile(kernel));
         let int8 = self.int8_keys.map(|keys| Int8Scores::new(self, keys));
-        let mut running = Running::new(self.rows);
-        let mut scores = vec![0f32; self.rows * key_block.min(self.len)];
-        let mut scratch = Aligned::default();
-        let (key_panel, value_panel) = (W::panel_len(d, nr), W::panel_len(self.len, nr));
-        for (k0, live) in (0..self.len).step_by(key_block).zip(self.live_blocks(key_block)) {
+        // The queries as the weight panels of K·Qᵀ, rounded as `W` products take them. Pooled
+        // buffers, as in `run_bf16`: every value read is written first (`pack` clears the padding).
+        let query_panel = W::panel_len(d, nr);
+        let mut queries =
+            Aligned::<W>::scratch(if int8.is_some() { 0 } else { rows.div_ceil(nr) * query_panel });
+        if int8.is_none() {
+            let source = Source::Rows { data: self.queries, ld: self.query_stride };
+            W::pack(source, rows, d, nr, false, queries.as_mut_slice());
+        }
+        // A line per key, a lane per query; `stride` more floats after the last line, where a
+        // tile of the last queries reads lanes past them (into accumulators it never stores).
+        let most = key_block.min(self.len);
+        let mut lines = Aligned::<f32>::scratch(most * rows + stride);
+        let mut by_query = Aligned::<f32>::scratch(if int8.is_some() { rows * most } else { 0 });
+        let query_tiles = tiles(rows, mr);
+        let block_lines = tiles(key_block, mr).len() * d * stride;
+        let value_panel = W::panel_len(self.len, nr);
+        let zeros = [0f32; 32];
+        let mut running = Running::new(rows);
+        for (b, (k0, live)) in (0..self.len).step_by(key_block).zip(self.live_blocks(key_block)).enumerate() {
             if !live {
                 continue;
             }
             let cols = key_block.min(self.len - k0);
-            let scores = &mut scores[..self.rows * cols];
-            // Scores = Q Kᵀ for this block of keys (q is already scaled); blocks start on a
-            // panel, as the key block is a multiple of nr.
+            let lines = &mut lines.as_mut_slice()[..cols * rows + stride];
+            lines[cols * rows..].fill(0.0);
             if let Some(int8) = &int8 {
-                int8.fill(k0, cols, scores);
+                let by_query = &mut by_query.as_mut_slice()[..rows * cols];
+                int8.fill(k0, cols, by_query);
+                transpose(by_query, rows, cols, lines);
             } else {
-                let keys = Panels {
-                    data: &self.keys[(k0 / nr) * key_panel..],
-                    stride: key_panel,
-                    n: cols,
-                    k0: 0,
-                    depth: d,
-                };
-                // SAFETY: `scores` holds rows × cols floats, cols apart, and only this call touches it.
-                unsafe {
-                    multiply_f32(
-                        kernel,
-                        self.queries,
-                        self.query_stride,
-                        self.rows,
-                        keys,
-                        Start::Zero,
-                        scores.as_mut_ptr(),
-                        cols,
-                        false,
-                        &mut scratch,
-                    )
-                };
+                let keys = &self.key_lines[b * block_lines..];
+                for (t, (key, keys_here)) in tiles(cols, mr).into_iter().enumerate() {
+                    let a = &keys[t * d * stride..][..d * stride];
+                    for p in 0..rows.div_ceil(nr) {
+                        let tile_args = F32Tile {
+                            rows: keys_here,
+                            a,
+                            a_line: stride,
+                            b: &queries.as_slice()[p * query_panel..][..query_panel],
+                            depth: d,
+                            start: &zeros[..nr],
+                            accumulate: false,
+                            // Inside `lines`: key < cols, p·nr < rows.
+                            c: lines.as_mut_ptr().wrapping_add(key * rows + p * nr),
+                            ldc: rows,
+                            cols: nr.min(rows - p * nr),
+                        };
+                        // SAFETY: the kernel is one this CPU runs (the level in force has it);
+                        // it checks its operands' sizes; the tile writes its keys' lines, lanes
+                        // of panel p, in `lines`, which this task alone holds.
+                        unsafe { tile(&tile_args) };
+                    }
+                }
             }
-            // Widened products round the weights to bf16 as they pack them: a coarse exponential
-            // does there too.
-            running.step(self, scores, k0, cols, context, W::BF16, &mut [], 0);
-            // Context += P V for this block of keys.
-            let values = Panels { data: self.values, stride: value_panel, n: d, k0, depth: cols };
-            // SAFETY: `context` holds rows × d floats, d apart, and only this call touches it.
-            unsafe {
-                multiply_f32(
-                    kernel,
-                    scores,
-                    cols,
-                    self.rows,
-                    values,
-                    Start::Accumulate,
-                    context.as_mut_ptr(),
-                    d,
-                    false,
-                    &mut scratch,
-                )
-            };
+            // Widened products take their weights rounded to bf16: a coarse exponential does there.
+            running.step_lines(self, lines, k0, cols, context, W::BF16);
+            // Context += P V for this block of keys: each tile of queries reads its lanes of
+            // every key's line.
+            for p in 0..d.div_ceil(nr) {
+                let panel = &self.values[p * value_panel + k0 * nr..][..cols * nr];
+                for &(query, queries_here) in &query_tiles {
+                    let tile_args = F32Tile {
+                        rows: queries_here,
+                        a: &lines[query..],
+                        a_line: rows,
+                        b: panel,
+                        depth: cols,
+                        start: &zeros[..nr],
+                        accumulate: true,
+                        // Inside `context`: query < rows, p·nr < d.
+                        c: context.as_mut_ptr().wrapping_add(query * d + p * nr),
+                        ldc: d,
+                        cols: nr.min(d - p * nr),
+                    };
+                    // SAFETY: as above; the tile writes its queries' columns of panel p in
+                    // `context`, which this task alone holds.
+                    unsafe { tile(&tile_args) };
+                }
+            }
         }
         finish(context, &running.sum, d);
+        queries.recycle();
+        lines.recycle();
+        by_query.recycle();
+    }
+}
+
+multiversion! {
+    /// `src` (rows × cols) as `cols` lines of `rows` in `dst`: through a 16 × 16 block, as
+    /// `pack_lines` packs, whole rows in and runs of 16 out.
+    fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+        let mut block = [[0f32; 16]; 16];
+        for r0 in (0..rows).step_by(16) {
+            let height = 16.min(rows - r0);
+            for k0 in (0..cols).step_by(16) {
+                let width = 16.min(cols - k0);
+                load_block(&mut block, src, cols, r0, height, k0, width);
+                for (kk, line) in dst[k0 * rows..].chunks_exact_mut(rows).take(width).enumerate() {
+                    for (slot, row) in line[r0..r0 + height].iter_mut().zip(&block) {
+                        *slot = row[kk];
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -737,7 +867,7 @@ impl Block<'_, u16> {
                 let dwords = &mut weights.as_mut_slice()[..self.rows * stride];
                 std::slice::from_raw_parts_mut(dwords.as_mut_ptr().cast::<u16>(), dwords.len() * 2)
             };
-            running.step(self, scores, k0, cols, context, true, rounded, stride);
+            running.step(self, scores, k0, cols, context, rounded, stride);
             // The block's P V, added to what the softmax step rescaled: the kernels store sums
             // rather than add to their output.
             for p in 0..d.div_ceil(nr) {
@@ -799,12 +929,11 @@ impl<'a> Int8Scores<'a> {
 }
 
 multiversion! {
-    /// One step of the online softmax: masks the block's scores, turns them into weights against
-    /// each row's running maximum, and rescales what the context and sums hold so far. The
-    /// weights stay in `scores` as f32, or, where `weights` is not empty, go there rounded to
-    /// bf16 as the bf16 kernels read their input (row i at `i · stride` dwords, 2 keys to a
-    /// dword, zero up to the stride; as u16 here). `coarse` weights, for bf16 products, take an exponential
-    /// as coarse as their rounding allows.
+    /// One step of the online softmax for the bf16 kernels: masks the block's scores, turns them
+    /// into weights against each row's running maximum, and rescales what the context and sums
+    /// hold so far. The weights go to `weights` rounded to bf16 as the bf16 kernels read their
+    /// input (row i at `i · stride` dwords, 2 keys to a dword, zero up to the stride; as u16
+    /// here), from an exponential as coarse as their rounding allows.
     #[allow(clippy::too_many_arguments)]
     fn softmax_step(
         scores: &mut [f32],
@@ -817,11 +946,9 @@ multiversion! {
         sum: &mut [f32],
         context: &mut [f32],
         d: usize,
-        coarse: bool,
         weights: &mut [u16],
         stride: usize,
     ) {
-        let exp = |x: f32| if coarse { math::exp_nonpositive_coarse(x) } else { math::exp(x) };
         for (i, row) in scores.chunks_mut(cols).enumerate() {
             if let Some(bias) = bias {
                 row.iter_mut().zip(bias).for_each(|(s, b)| *s += b);
@@ -838,29 +965,72 @@ multiversion! {
             }
             let new_max = max[i].max(math::lane_max(row, f32::NEG_INFINITY));
             let correction = math::exp(max[i] - new_max);
-            let block_sum = if weights.is_empty() {
-                let mut lanes = [0f32; 16];
-                let mut chunks = row.chunks_exact_mut(16);
-                for chunk in &mut chunks {
-                    for (total, s) in lanes.iter_mut().zip(chunk) {
-                        *s = exp(*s - new_max);
-                        *total += *s;
-                    }
-                }
-                // The ragged tail runs through one padded chunk, so that its exponentials
-                // vectorise too (e^-inf is 0): short sequences have most of their keys there.
-                let tail = chunks.into_remainder();
-                let mut padded = [f32::NEG_INFINITY; 16];
-                padded[..tail.len()].copy_from_slice(tail);
-                padded.iter_mut().for_each(|s| *s = exp(*s - new_max));
-                tail.copy_from_slice(&padded[..tail.len()]);
-                lanes.iter().sum::<f32>() + padded.iter().sum::<f32>()
-            } else {
-                bf16_weights(row, new_max, &mut weights[i * stride * 2..(i + 1) * stride * 2])
-            };
+            let block_sum = bf16_weights(row, new_max, &mut weights[i * stride * 2..(i + 1) * stride * 2]);
             sum[i] = sum[i] * correction + block_sum;
             max[i] = new_max;
             context[i * d..i * d + d].iter_mut().for_each(|c| *c *= correction);
+        }
+    }
+}
+
+multiversion! {
+    /// [`softmax_step`] on transposed scores: `cols` lines, `rows` floats apart, one per key, of
+    /// a lane per query. Each step runs along a line, across queries, so every lane is a query
+    /// of its own and nothing is summed across lanes. The weights replace the scores: f32, or
+    /// (`coarse`, for widened bf16 products) a coarse exponential rounded to bf16, as those
+    /// products take their input.
+    #[allow(clippy::too_many_arguments)]
+    fn softmax_lines(
+        lines: &mut [f32],
+        rows: usize,
+        cols: usize,
+        bias: Option<&[f32]>,
+        causal: bool,
+        first_query: usize,
+        first_key: usize,
+        max: &mut [f32],
+        sum: &mut [f32],
+        context: &mut [f32],
+        d: usize,
+        coarse: bool,
+    ) {
+        let mut new_max = [f32::NEG_INFINITY; QUERY_BLOCK];
+        let new_max = &mut new_max[..rows];
+        new_max.copy_from_slice(&max[..rows]);
+        for (k, line) in lines.chunks_exact_mut(rows).take(cols).enumerate() {
+            let padding = bias.map_or(0.0, |b| b[k]);
+            if padding != 0.0 {
+                line.iter_mut().for_each(|s| *s += padding);
+            } else if causal {
+                // The queries before this key.
+                let before = (first_key + k).saturating_sub(first_query).min(rows);
+                line[..before].iter_mut().for_each(|s| *s += f32::MIN);
+            }
+            new_max.iter_mut().zip(&*line).for_each(|(m, &s)| *m = m.max(s));
+        }
+        let mut block_sum = [0f32; QUERY_BLOCK];
+        let block_sum = &mut block_sum[..rows];
+        for line in lines.chunks_exact_mut(rows).take(cols) {
+            let lanes = line.iter_mut().zip(&*new_max).zip(block_sum.iter_mut());
+            if coarse {
+                for ((s, &m), total) in lanes {
+                    let e = math::exp_nonpositive_coarse(*s - m);
+                    *total += e;
+                    *s = from_bf16(to_bf16(e));
+                }
+            } else {
+                for ((s, &m), total) in lanes {
+                    let e = math::exp(*s - m);
+                    *total += e;
+                    *s = e;
+                }
+            }
+        }
+        for (j, row) in context.chunks_exact_mut(d).take(rows).enumerate() {
+            let correction = math::exp(max[j] - new_max[j]);
+            sum[j] = sum[j] * correction + block_sum[j];
+            max[j] = new_max[j];
+            row.iter_mut().for_each(|c| *c *= correction);
         }
     }
 }

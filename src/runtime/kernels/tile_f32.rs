@@ -74,8 +74,12 @@ impl Weight for u16 {
 pub(crate) struct F32Tile<'a, W = f32> {
     /// Rows of `c` to write, at most the kernel's `mr`.
     pub rows: usize,
-    /// `depth` lines of `a_stride` floats: the tile's rows at each step.
+    /// The tile's rows at each step: `depth` lines, `a_line` floats apart, of which the kernel
+    /// reads its `a_stride` (packed lines, `a_line` = `a_stride`; or, from attention's transposed
+    /// weights, lanes of lines one key apart, whose padding past the tile's rows the kernel reads
+    /// into accumulators it never stores).
     pub a: &'a [f32],
+    pub a_line: usize,
     /// `depth` steps of `nr` weights.
     pub b: &'a [W],
     pub depth: usize,
@@ -94,7 +98,7 @@ impl<W> F32Tile<'_, W> {
         assert!(
             (1..=mr).contains(&self.rows)
                 && (1..=nr).contains(&self.cols)
-                && self.a.len() >= self.depth * a_stride
+                && (self.depth == 0 || self.a.len() >= (self.depth - 1) * self.a_line + a_stride)
                 && self.b.len() >= self.depth * nr
                 && self.start.len() >= nr,
             "f32 tile: operands do not fit the kernel"
@@ -263,7 +267,7 @@ mod avx512 {
             _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
             let (b0, b1) = unsafe { (weights(b.add(kk * NR)), weights(b.add(kk * NR + 16))) };
-            let line = unsafe { a.add(kk * STRIDE) };
+            let line = unsafe { a.add(kk * t.a_line) };
             for r in 0..R {
                 let x = _mm512_set1_ps(unsafe { *line.add(r) });
                 lo[r] = _mm512_fmadd_ps(x, b0, lo[r]);
@@ -346,7 +350,7 @@ mod avx2 {
             // arithmetic defined there.
             _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((kk + PREFETCH) * NR).cast());
             let (b0, b1) = unsafe { (weights(b.add(kk * NR)), weights(b.add(kk * NR + 8))) };
-            let line = unsafe { a.add(kk * STRIDE) };
+            let line = unsafe { a.add(kk * t.a_line) };
             for r in 0..R {
                 let x = _mm256_set1_ps(unsafe { *line.add(r) });
                 lo[r] = _mm256_fmadd_ps(x, b0, lo[r]);
@@ -433,7 +437,7 @@ mod neon {
             let weights: [float32x4_t; 3] =
                 std::array::from_fn(|w| unsafe { weights(b.add(kk * NR + 4 * w)) });
             let line: [float32x4_t; 2] =
-                std::array::from_fn(|h| unsafe { vld1q_f32(a.add(kk * MR + 4 * h)) });
+                std::array::from_fn(|h| unsafe { vld1q_f32(a.add(kk * t.a_line + 4 * h)) });
             for (r, acc) in acc.iter_mut().enumerate() {
                 for (acc, &w) in acc.iter_mut().zip(&weights) {
                     *acc = fma_lane(*acc, w, line, r);
@@ -546,7 +550,7 @@ mod simd128 {
         }
         for kk in 0..t.depth {
             let weights: [v128; W] = std::array::from_fn(|w| weights(unsafe { b.add(kk * NR + 4 * w) }));
-            let line = unsafe { a.add(kk * MR) };
+            let line = unsafe { a.add(kk * t.a_line) };
             for (r, acc) in acc.iter_mut().enumerate() {
                 let x = unsafe { v128_load32_splat(line.add(r).cast()) };
                 for (acc, &w) in acc.iter_mut().zip(&weights) {
@@ -586,7 +590,8 @@ mod portable {
                 row.copy_from_slice(&t.start[..NR]);
             }
         }
-        for (line, step) in t.a.chunks_exact(MR).zip(t.b.chunks_exact(NR)).take(t.depth) {
+        for (kk, step) in t.b.chunks_exact(NR).take(t.depth).enumerate() {
+            let line = &t.a[kk * t.a_line..][..MR];
             for (row, &x) in acc.iter_mut().zip(line) {
                 for (o, &w) in row.iter_mut().zip(step) {
                     *o += x * w.value();
