@@ -687,7 +687,8 @@ impl<W: PanelValue> Block<'_, W> {
         // tile of the last queries reads lanes past them (into accumulators it never stores).
         let most = key_block.min(self.len);
         let mut lines = Aligned::<f32>::scratch(most * rows + stride);
-        let mut by_query = Aligned::<f32>::scratch(if int8.is_some() { rows * most } else { 0 });
+        // int8 scores come a row per query, and are transposed into `lines`.
+        let mut by_query = int8.as_ref().map(|_| Aligned::<f32>::scratch(rows * most));
         let query_tiles = tiles(rows, mr);
         let block_lines = tiles(key_block, mr).len() * d * stride;
         let value_panel = W::panel_len(self.len, nr);
@@ -700,7 +701,7 @@ impl<W: PanelValue> Block<'_, W> {
             let cols = key_block.min(self.len - k0);
             let lines = &mut lines.as_mut_slice()[..cols * rows + stride];
             lines[cols * rows..].fill(0.0);
-            if let Some(int8) = &int8 {
+            if let (Some(int8), Some(by_query)) = (&int8, &mut by_query) {
                 let by_query = &mut by_query.as_mut_slice()[..rows * cols];
                 int8.fill(k0, cols, by_query);
                 transpose(by_query, rows, cols, lines);
@@ -758,7 +759,7 @@ impl<W: PanelValue> Block<'_, W> {
         finish(context, &running.sum, d);
         queries.recycle();
         lines.recycle();
-        by_query.recycle();
+        by_query.map(Aligned::recycle);
     }
 }
 

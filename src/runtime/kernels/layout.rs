@@ -87,10 +87,19 @@ impl<T: Spare> Aligned<T> {
         Self::from_vec(spare.unwrap_or_else(|| vec![T::default(); len + Self::SPARE]), len)
     }
 
+    /// Gives the buffer back to the pool. A full pool keeps its 8 largest: many threads' small
+    /// task buffers must not push out a long input's panels, which every layer asks for again.
     pub fn recycle(self) {
         if let Ok(mut spare) = T::pool().lock() {
             if spare.len() < 8 {
                 spare.push(self.data);
+            } else if let Some((i, _)) = spare
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, v)| v.len())
+                .filter(|(_, v)| v.len() < self.data.len())
+            {
+                spare[i] = self.data;
             }
         }
     }
