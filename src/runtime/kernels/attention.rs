@@ -591,51 +591,51 @@ impl Running {
         Self { max: vec![f32::NEG_INFINITY; rows], sum: vec![0f32; rows] }
     }
 
-    /// One block of keys from `k0` of `block`'s scores (`cols` a row): [`softmax_step`], the
-    /// weights written to `weights` in bf16 (`stride` dwords a row).
-    #[allow(clippy::too_many_arguments)]
-    fn step<W>(
-        &mut self,
-        block: &Block<W>,
-        scores: &mut [f32],
+    /// The state that a step of keys `k0..k0 + cols` of `block` reads and updates besides its
+    /// scores.
+    fn step<'a, W>(
+        &'a mut self,
+        block: &'a Block<W>,
         k0: usize,
         cols: usize,
-        context: &mut [f32],
-        weights: &mut [u16],
-        stride: usize,
-    ) {
-        let bias = block.key_bias.map(|b| &b[k0..k0 + cols]);
-        let (max, sum, d) = (&mut self.max, &mut self.sum, block.head_dim);
-        softmax_step(scores, cols, bias, block.causal, block.q0, k0, max, sum, context, d, weights, stride);
-    }
-
-    /// One block of keys from `k0` of `block`'s transposed scores (`cols` lines of a lane per
-    /// query): [`softmax_lines`], the weights left in `lines` (`coarse`: see there).
-    fn step_lines<W>(
-        &mut self,
-        block: &Block<W>,
-        lines: &mut [f32],
-        k0: usize,
-        cols: usize,
-        context: &mut [f32],
-        coarse: bool,
-    ) {
-        let bias = block.key_bias.map(|b| &b[k0..k0 + cols]);
-        let (max, sum, d) = (&mut self.max, &mut self.sum, block.head_dim);
-        softmax_lines(
-            lines,
-            block.rows,
-            cols,
-            bias,
-            block.causal,
-            block.q0,
-            k0,
-            max,
-            sum,
+        context: &'a mut [f32],
+    ) -> Step<'a> {
+        Step {
+            bias: block.key_bias.map(|b| &b[k0..k0 + cols]),
+            causal: block.causal,
+            first_query: block.q0,
+            first_key: k0,
+            max: &mut self.max,
+            sum: &mut self.sum,
             context,
-            d,
-            coarse,
-        );
+            d: block.head_dim,
+        }
+    }
+}
+
+/// One step of the online softmax, besides its scores: the block's masking (padding keys, and
+/// the causal mask from its first query and key), and the task's running maxima and sums and its
+/// context so far.
+struct Step<'a> {
+    bias: Option<&'a [f32]>,
+    causal: bool,
+    first_query: usize,
+    first_key: usize,
+    max: &'a mut [f32],
+    sum: &'a mut [f32],
+    context: &'a mut [f32],
+    d: usize,
+}
+
+impl Step<'_> {
+    /// Query i's block is done: its maximum is now `new_max` and its block's weights sum to
+    /// `block_sum`; what its sum and context held is rescaled to the new maximum.
+    #[inline(always)]
+    fn advance(&mut self, i: usize, new_max: f32, block_sum: f32) {
+        let correction = math::exp(self.max[i] - new_max);
+        self.sum[i] = self.sum[i] * correction + block_sum;
+        self.max[i] = new_max;
+        self.context[i * self.d..][..self.d].iter_mut().for_each(|c| *c *= correction);
     }
 }
 
@@ -693,6 +693,21 @@ impl<W: PanelValue> Block<'_, W> {
         let block_lines = tiles(key_block, mr).len() * d * stride;
         let value_panel = W::panel_len(self.len, nr);
         let zeros = [0f32; 32];
+        // One tile: `rows` rows of `a`'s lines (`a_line` apart) times one panel `b` over `depth`
+        // steps, into `cols` columns of `c`'s rows (`ldc` apart), added to them where `accumulate`.
+        let product = |rows: usize,
+                       (a, a_line): (&[f32], usize),
+                       b: &[W],
+                       depth: usize,
+                       accumulate: bool,
+                       (c, ldc, cols): (*mut f32, usize, usize)| {
+            let tile_args =
+                F32Tile { rows, a, a_line, b, depth, start: &zeros[..nr], accumulate, c, ldc, cols };
+            // SAFETY: the kernel is one this CPU runs (the level in force has it), and it checks
+            // its operands' sizes; `c` points into `lines` or `context`, which this task alone
+            // holds, with room for the tile's rows and columns (each call says why).
+            unsafe { tile(&tile_args) }
+        };
         let mut running = Running::new(rows);
         for (b, (k0, live)) in (0..self.len).step_by(key_block).zip(self.live_blocks(key_block)).enumerate() {
             if !live {
@@ -710,56 +725,39 @@ impl<W: PanelValue> Block<'_, W> {
                 for (t, (key, keys_here)) in tiles(cols, mr).into_iter().enumerate() {
                     let a = &keys[t * d * stride..][..d * stride];
                     for p in 0..rows.div_ceil(nr) {
-                        let tile_args = F32Tile {
-                            rows: keys_here,
-                            a,
-                            a_line: stride,
-                            b: &queries.as_slice()[p * query_panel..][..query_panel],
-                            depth: d,
-                            start: &zeros[..nr],
-                            accumulate: false,
-                            // Inside `lines`: key < cols, p·nr < rows.
-                            c: lines.as_mut_ptr().wrapping_add(key * rows + p * nr),
-                            ldc: rows,
-                            cols: nr.min(rows - p * nr),
-                        };
-                        // SAFETY: the kernel is one this CPU runs (the level in force has it);
-                        // it checks its operands' sizes; the tile writes its keys' lines, lanes
-                        // of panel p, in `lines`, which this task alone holds.
-                        unsafe { tile(&tile_args) };
+                        let b = &queries.as_slice()[p * query_panel..][..query_panel];
+                        // Inside `lines`: key < cols, p·nr < rows.
+                        let c = lines.as_mut_ptr().wrapping_add(key * rows + p * nr);
+                        product(keys_here, (a, stride), b, d, false, (c, rows, nr.min(rows - p * nr)));
                     }
                 }
             }
             // Widened products take their weights rounded to bf16: a coarse exponential does there.
-            running.step_lines(self, lines, k0, cols, context, W::BF16);
+            softmax_lines(lines, rows, cols, running.step(self, k0, cols, context), W::BF16);
             // Context += P V for this block of keys: each tile of queries reads its lanes of
             // every key's line.
             for p in 0..d.div_ceil(nr) {
                 let panel = &self.values[p * value_panel + k0 * nr..][..cols * nr];
                 for &(query, queries_here) in &query_tiles {
-                    let tile_args = F32Tile {
-                        rows: queries_here,
-                        a: &lines[query..],
-                        a_line: rows,
-                        b: panel,
-                        depth: cols,
-                        start: &zeros[..nr],
-                        accumulate: true,
-                        // Inside `context`: query < rows, p·nr < d.
-                        c: context.as_mut_ptr().wrapping_add(query * d + p * nr),
-                        ldc: d,
-                        cols: nr.min(d - p * nr),
-                    };
-                    // SAFETY: as above; the tile writes its queries' columns of panel p in
-                    // `context`, which this task alone holds.
-                    unsafe { tile(&tile_args) };
+                    // Inside `context`: query < rows, p·nr < d.
+                    let c = context.as_mut_ptr().wrapping_add(query * d + p * nr);
+                    product(
+                        queries_here,
+                        (&lines[query..], rows),
+                        panel,
+                        cols,
+                        true,
+                        (c, d, nr.min(d - p * nr)),
+                    );
                 }
             }
         }
         finish(context, &running.sum, d);
         queries.recycle();
         lines.recycle();
-        by_query.map(Aligned::recycle);
+        if let Some(by_query) = by_query {
+            by_query.recycle();
+        }
     }
 }
 
@@ -868,7 +866,7 @@ impl Block<'_, u16> {
                 let dwords = &mut weights.as_mut_slice()[..self.rows * stride];
                 std::slice::from_raw_parts_mut(dwords.as_mut_ptr().cast::<u16>(), dwords.len() * 2)
             };
-            running.step(self, scores, k0, cols, context, rounded, stride);
+            softmax_step(scores, cols, running.step(self, k0, cols, context), rounded, stride);
             // The block's P V, added to what the softmax step rescaled: the kernels store sums
             // rather than add to their output.
             for p in 0..d.div_ceil(nr) {
@@ -930,46 +928,31 @@ impl<'a> Int8Scores<'a> {
 }
 
 multiversion! {
-    /// One step of the online softmax for the bf16 kernels: masks the block's scores, turns them
-    /// into weights against each row's running maximum, and rescales what the context and sums
-    /// hold so far. The weights go to `weights` rounded to bf16 as the bf16 kernels read their
-    /// input (row i at `i · stride` dwords, 2 keys to a dword, zero up to the stride; as u16
-    /// here), from an exponential as coarse as their rounding allows.
-    #[allow(clippy::too_many_arguments)]
-    fn softmax_step(
-        scores: &mut [f32],
-        cols: usize,
-        bias: Option<&[f32]>,
-        causal: bool,
-        first_query: usize,
-        first_key: usize,
-        max: &mut [f32],
-        sum: &mut [f32],
-        context: &mut [f32],
-        d: usize,
-        weights: &mut [u16],
-        stride: usize,
-    ) {
+    /// One step of the online softmax for the bf16 kernels, on `scores` (`cols` a row): masks
+    /// them, turns them into weights against each row's running maximum, and rescales what the
+    /// context and sums hold so far. The weights go to `weights` rounded to bf16 as the bf16
+    /// kernels read their input (row i at `i · stride` dwords, 2 keys to a dword, zero up to the
+    /// stride; as u16 here), from an exponential as coarse as their rounding allows.
+    fn softmax_step(scores: &mut [f32], cols: usize, step: Step, weights: &mut [u16], stride: usize) {
+        let mut step = step;
+        let bias = step.bias;
         for (i, row) in scores.chunks_mut(cols).enumerate() {
             if let Some(bias) = bias {
                 row.iter_mut().zip(bias).for_each(|(s, b)| *s += b);
             }
-            if causal {
-                let query = first_query + i;
+            if step.causal {
+                let query = step.first_query + i;
                 for (j, s) in row.iter_mut().enumerate() {
-                    let masked = first_key + j > query;
+                    let masked = step.first_key + j > query;
                     let padded = bias.is_some_and(|b| b[j] != 0.0);
                     if masked && !padded {
                         *s += f32::MIN;
                     }
                 }
             }
-            let new_max = max[i].max(math::lane_max(row, f32::NEG_INFINITY));
-            let correction = math::exp(max[i] - new_max);
+            let new_max = step.max[i].max(math::lane_max(row, f32::NEG_INFINITY));
             let block_sum = bf16_weights(row, new_max, &mut weights[i * stride * 2..(i + 1) * stride * 2]);
-            sum[i] = sum[i] * correction + block_sum;
-            max[i] = new_max;
-            context[i * d..i * d + d].iter_mut().for_each(|c| *c *= correction);
+            step.advance(i, new_max, block_sum);
         }
     }
 }
@@ -980,24 +963,12 @@ multiversion! {
     /// of its own and nothing is summed across lanes. The weights replace the scores: f32, or
     /// (`coarse`, for widened bf16 products) a coarse exponential rounded to bf16, as those
     /// products take their input.
-    #[allow(clippy::too_many_arguments)]
-    fn softmax_lines(
-        lines: &mut [f32],
-        rows: usize,
-        cols: usize,
-        bias: Option<&[f32]>,
-        causal: bool,
-        first_query: usize,
-        first_key: usize,
-        max: &mut [f32],
-        sum: &mut [f32],
-        context: &mut [f32],
-        d: usize,
-        coarse: bool,
-    ) {
+    fn softmax_lines(lines: &mut [f32], rows: usize, cols: usize, step: Step, coarse: bool) {
+        let mut step = step;
+        let (bias, causal, first_query, first_key) = (step.bias, step.causal, step.first_query, step.first_key);
         let mut new_max = [f32::NEG_INFINITY; QUERY_BLOCK];
         let new_max = &mut new_max[..rows];
-        new_max.copy_from_slice(&max[..rows]);
+        new_max.copy_from_slice(&step.max[..rows]);
         for (k, line) in lines.chunks_exact_mut(rows).take(cols).enumerate() {
             let padding = bias.map_or(0.0, |b| b[k]);
             if padding != 0.0 {
@@ -1027,11 +998,8 @@ multiversion! {
                 }
             }
         }
-        for (j, row) in context.chunks_exact_mut(d).take(rows).enumerate() {
-            let correction = math::exp(max[j] - new_max[j]);
-            sum[j] = sum[j] * correction + block_sum[j];
-            max[j] = new_max[j];
-            row.iter_mut().for_each(|c| *c *= correction);
+        for (j, (&new_max, &block_sum)) in new_max.iter().zip(&*block_sum).enumerate() {
+            step.advance(j, new_max, block_sum);
         }
     }
 }
