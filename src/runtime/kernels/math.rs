@@ -53,15 +53,23 @@ pub(crate) fn round_small(x: f32) -> i32 {
     (x + 12_582_912.0).to_bits() as i32 - 0x4B40_0000
 }
 
+/// [`exp`]'s reduction by ln 2 in two parts, and its polynomial for (e^r − 1 − r) / r², highest
+/// degree first.
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+const EXP_POLY: [f32; 6] =
+    [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5];
+/// [`exp`] gives 0 below this, and takes no input above [`EXP_MAX`].
+const EXP_MIN: f32 = -87.3;
+const EXP_MAX: f32 = 88.7;
+
 /// e^x for f32, within 2 ulp on [-87, 88] (Cephes' polynomial after reduction by ln 2); inputs
 /// below -87.3 give 0, as `f32::exp` underflows there too.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    let underflow = x < -87.3;
-    let x = x.clamp(-87.3, 88.7);
+    let underflow = x < EXP_MIN;
+    let x = x.clamp(EXP_MIN, EXP_MAX);
     // Adding 1.5 × 2^23 rounds to the nearest integer (ties to even) and leaves it in the low
     // mantissa bits: an integer without a float-to-int cast, which would not vectorise (Rust's
     // `as` saturates and maps NaN to 0, so LLVM emits it lane by lane).
@@ -69,12 +77,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     let shifted = x * LOG2E + MAGIC;
     let n = shifted - MAGIC;
     let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_1e-4_f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
+    let p = EXP_POLY[1..].iter().fold(EXP_POLY[0], |p, &c| p * r + c);
     let y = p * r * r + r + 1.0;
     // 2^n by building the exponent bits; n is in [-126, 128], so split it to stay normal.
     let n = (shifted.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
@@ -87,6 +90,32 @@ pub(crate) fn exp(x: f32) -> f32 {
     } else {
         value
     }
+}
+
+/// [`exp`] of 16 lanes in AVX-512 registers: the same reduction and polynomial, in fused
+/// multiply-adds, with `vrndscaleps` for n and `vscalefps` for 2^n, in about half the
+/// instructions [`exp`] vectorises to (it builds 2^n from bits, in two halves). Within the same
+/// bound of libm; 0 below -87.3, NaN kept.
+///
+/// # Safety
+/// The CPU has AVX-512 F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let keep = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(x, _mm512_set1_ps(EXP_MIN));
+    // `vmaxps` and `vminps` give their second operand where one is NaN: x's NaN goes through.
+    let x = _mm512_min_ps(_mm512_set1_ps(EXP_MAX), _mm512_max_ps(_mm512_set1_ps(EXP_MIN), x));
+    let t = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E));
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+    let p = EXP_POLY[1..]
+        .iter()
+        .fold(_mm512_set1_ps(EXP_POLY[0]), |p, &c| _mm512_fmadd_ps(p, r, _mm512_set1_ps(c)));
+    let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
+    _mm512_maskz_scalef_ps(keep, y, n)
 }
 
 /// e^x for x ≤ 0, within 1e-4 relative: what softmax weights need when they are rounded to
@@ -199,6 +228,35 @@ mod tests {
         assert!(worst < 3e-7, "max relative error {worst:e}");
         assert_eq!(super::exp(-200.0), 0.0);
         assert!(super::exp(0.0) == 1.0);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn exp_in_avx512_registers_is_close_to_libm() {
+        use std::arch::x86_64::*;
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("not run here: exp_avx512 (this CPU has no AVX-512)");
+            return;
+        }
+        let xs: Vec<f32> =
+            (-90_000..=88_000).map(|i| i as f32 * 1e-3).chain([f32::NAN, -200.0, 0.0]).collect();
+        let mut got = vec![0f32; xs.len() + 16];
+        for (x, out) in xs.chunks(16).zip(got.chunks_mut(16)) {
+            let mut lanes = [0f32; 16];
+            lanes[..x.len()].copy_from_slice(x);
+            // SAFETY: the CPU has AVX-512 F (detected); `lanes` and `out` hold 16 floats.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), super::exp_avx512(_mm512_loadu_ps(lanes.as_ptr()))) };
+        }
+        let mut worst = 0f64;
+        for (&x, &ours) in xs.iter().zip(&got) {
+            let want = (x as f64).exp();
+            if want > 1e-37 {
+                worst = worst.max(((ours as f64 - want) / want).abs());
+            }
+        }
+        assert!(worst < 3e-7, "max relative error {worst:e}");
+        let n = xs.len();
+        assert!(got[n - 3].is_nan() && got[n - 2] == 0.0 && got[n - 1] == 1.0, "{:?}", &got[n - 3..n]);
     }
 
     #[test]
