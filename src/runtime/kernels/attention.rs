@@ -14,6 +14,8 @@
 //! elsewhere on its f32 kernel reading keys and values kept in bf16 (half the bytes), each widened
 //! as it is loaded. The online softmax stays in f32 at every precision.
 
+use std::ops::Range;
+
 use candle_core::Tensor;
 use rayon::prelude::*;
 
@@ -123,6 +125,16 @@ impl Route {
         match self.kernel {
             Kernel::F32(kernel) | Kernel::Widened(kernel) => kernel.nr,
             Kernel::Native { kernel, .. } => kernel.nr,
+        }
+    }
+
+    /// The softmax weights P·V reads, where it runs on an f32 kernel: widened products take
+    /// them rounded to bf16.
+    fn weights(self) -> Weights {
+        match self.kernel {
+            Kernel::Widened(_) => Weights::Bf16,
+            _ if self.exact => Weights::Exact,
+            _ => Weights::Coarse,
         }
     }
 
@@ -323,12 +335,38 @@ struct Packed<W> {
     /// The keys as the f32 kernel's input lines, where the route reads them so (and `panels`
     /// then holds only values).
     key_lines: Aligned<f32>,
-    /// Per (sequence, head) pair: its offsets into `panels` and `key_lines`.
-    offsets: Vec<(usize, usize)>,
+    /// Per (sequence, head) pair: where its parts sit.
+    parts: Vec<Parts>,
     /// The (sequence, head) pairs, sequence-major.
     pairs: Vec<(usize, usize)>,
     /// Per pair, its keys in int8, where the route's scores are (and `panels` then holds none).
     int8_keys: Vec<PackedI8>,
+}
+
+/// Where a (sequence, head) pair's packed keys and values sit: its key panels and value panels
+/// in [`Packed::panels`], its key lines in [`Packed::key_lines`] (each range empty where the
+/// route takes none).
+struct Parts {
+    keys: Range<usize>,
+    values: Range<usize>,
+    lines: Range<usize>,
+}
+
+/// Floats of a block of `keys` keys as `kernel`'s input lines: its tiles of `mr` keys
+/// ([`tiles`]), each `head_dim` lines.
+fn key_block_lines(kernel: &F32Kernel, keys: usize, head_dim: usize) -> usize {
+    tiles(keys, kernel.mr).len() * head_dim * kernel.a_stride
+}
+
+/// `buffer` cut into consecutive parts of the given lengths, from its start.
+fn split_into<T>(mut buffer: &mut [T], lengths: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    lengths
+        .map(|len| {
+            let (part, rest) = std::mem::take(&mut buffer).split_at_mut(len);
+            buffer = rest;
+            part
+        })
+        .collect()
 }
 
 impl Heads<'_> {
@@ -345,8 +383,10 @@ impl Heads<'_> {
     fn key_lines_len(&self, len: usize, route: Route) -> usize {
         route.key_lines().map_or(0, |kernel| {
             let block = route.key_block();
-            let blocks = (0..len).step_by(block).map(|k0| tiles(block.min(len - k0), kernel.mr).len());
-            blocks.sum::<usize>() * self.head_dim * kernel.a_stride
+            (0..len)
+                .step_by(block)
+                .map(|k0| key_block_lines(kernel, block.min(len - k0), self.head_dim))
+                .sum()
         })
     }
 
@@ -400,42 +440,34 @@ impl Heads<'_> {
             Some(kernels) => pairs.par_iter().map(|&pair| self.int8_keys(pair, kernels)).collect(),
             None => Vec::new(),
         };
-        let mut offsets = Vec::with_capacity(pairs.len());
+        let mut parts = Vec::with_capacity(pairs.len());
         let (mut total, mut total_lines) = (0, 0);
         for &(s, _) in &pairs {
-            let (k_size, v_size) = self.sizes::<W>(spans[s].1, route);
-            offsets.push((total, total_lines));
+            let len = spans[s].1;
+            let ((k_size, v_size), l_size) = (self.sizes::<W>(len, route), self.key_lines_len(len, route));
+            parts.push(Parts {
+                keys: total..total + k_size,
+                values: total + k_size..total + k_size + v_size,
+                lines: total_lines..total_lines + l_size,
+            });
             total += k_size + v_size;
-            total_lines += self.key_lines_len(spans[s].1, route);
+            total_lines += l_size;
         }
         let mut key_lines = Aligned::<f32>::scratch(total_lines);
         if let Some(kernel) = route.key_lines() {
-            let mut rest = key_lines.as_mut_slice();
-            let mut parts = Vec::with_capacity(pairs.len());
-            for &(s, _) in &pairs {
-                let (part, tail) = rest.split_at_mut(self.key_lines_len(spans[s].1, route));
-                parts.push(part);
-                rest = tail;
-            }
             let key_block = route.key_block();
-            parts
+            split_into(key_lines.as_mut_slice(), parts.iter().map(|p| p.lines.len()))
                 .into_par_iter()
                 .zip(&pairs)
-                .for_each(|(part, &pair)| self.key_lines::<W>(pair, kernel, key_block, part));
+                .for_each(|(dst, &pair)| self.key_lines::<W>(pair, kernel, key_block, dst));
         }
         let mut panels = Aligned::<W>::scratch(total);
-        let mut rest = panels.as_mut_slice();
-        let mut parts = Vec::with_capacity(pairs.len());
-        for &(s, _) in &pairs {
-            let (k_size, v_size) = self.sizes::<W>(spans[s].1, route);
-            let (part, tail) = rest.split_at_mut(k_size + v_size);
-            parts.push(part);
-            rest = tail;
-        }
+        let panel_parts =
+            split_into(panels.as_mut_slice(), parts.iter().map(|p| p.keys.len() + p.values.len()));
         let hidden = self.heads * d;
-        parts.into_par_iter().zip(&pairs).for_each(|(part, &(s, h))| {
+        panel_parts.into_par_iter().zip(&pairs).zip(&parts).for_each(|((part, &(s, h)), at)| {
             let (start, len) = spans[s];
-            let (keys, vals) = part.split_at_mut(self.sizes::<W>(len, route).0);
+            let (keys, vals) = part.split_at_mut(at.keys.len());
             let k_src = Source::Rows {
                 data: &self.rotated[start * self.rotated_width + hidden + h * d..],
                 ld: self.rotated_width,
@@ -450,7 +482,7 @@ impl Heads<'_> {
             }
             W::pack(v_src, d, len, nr, pairs, vals);
         });
-        Packed { panels, key_lines, offsets, pairs, int8_keys }
+        Packed { panels, key_lines, parts, pairs, int8_keys }
     }
 
     /// Packs the keys and values, runs `block` on every block of queries of every (sequence,
@@ -471,21 +503,18 @@ impl Heads<'_> {
         let (panels, key_lines) = (packed.panels.as_slice(), packed.key_lines.as_slice());
         tasks.into_par_iter().for_each(|(i, s, q0)| {
             let (start, len) = spans[s];
-            let h = packed.pairs[i].1;
-            let (k_size, v_size) = self.sizes::<W>(len, route);
-            let (offset, lines_offset) = packed.offsets[i];
-            let part = &panels[offset..][..k_size + v_size];
+            let (h, at) = (packed.pairs[i].1, &packed.parts[i]);
             let rows = QUERY_BLOCK.min(len - q0);
             let job = Block {
                 queries: &self.rotated[(start + q0) * self.rotated_width + h * d..],
                 query_stride: self.rotated_width,
-                keys: &part[..k_size],
-                key_lines: &key_lines[lines_offset..][..self.key_lines_len(len, route)],
-                values: &part[k_size..],
+                keys: &panels[at.keys.clone()],
+                key_lines: &key_lines[at.lines.clone()],
+                values: &panels[at.values.clone()],
                 int8_keys: route.scores.map(|kernels| (kernels, &packed.int8_keys[i])),
                 nr,
                 key_block,
-                exact: route.exact,
+                weights: route.weights(),
                 head_dim: d,
                 len,
                 q0,
@@ -577,8 +606,8 @@ struct Block<'a, W> {
     nr: usize,
     /// Keys per step of the online softmax ([`Route::key_block`]).
     key_block: usize,
-    /// The softmax's exponential is the exact one ([`Route::exact`]).
-    exact: bool,
+    /// The weights the softmax leaves for P·V on an f32 kernel ([`Route::weights`]).
+    weights: Weights,
     head_dim: usize,
     len: usize,
     q0: usize,
@@ -680,24 +709,27 @@ impl<W: PanelValue> Block<'_, W> {
         let (d, nr, mr, stride, key_block) =
             (self.head_dim, self.nr, kernel.mr, kernel.a_stride, self.key_block);
         let (rows, tile) = (self.rows, W::tile(kernel));
-        let int8 = self.int8_keys.map(|keys| Int8Scores::new(self, keys));
-        // The queries as the weight panels of K·Qᵀ, rounded as `W` products take them. Pooled
-        // buffers, as in `run_bf16`: every value read is written first (`pack` clears the padding).
-        let query_panel = W::panel_len(d, nr);
-        let mut queries =
-            Aligned::<W>::scratch(if int8.is_some() { 0 } else { rows.div_ceil(nr) * query_panel });
-        if int8.is_none() {
-            let source = Source::Rows { data: self.queries, ld: self.query_stride };
-            W::pack(source, rows, d, nr, false, queries.as_mut_slice());
-        }
         // A line per key, a lane per query; `stride` more floats after the last line, where a
         // tile of the last queries reads lanes past them (into accumulators it never stores).
         let most = key_block.min(self.len);
         let mut lines = Aligned::<f32>::scratch(most * rows + stride);
-        // int8 scores come a row per query, and are transposed into `lines`.
-        let mut by_query = int8.as_ref().map(|_| Aligned::<f32>::scratch(rows * most));
+        // Pooled buffers, as in `run_bf16`: every value read is written first (`pack` clears
+        // the padding).
+        let query_panel = W::panel_len(d, nr);
+        let mut source = match self.int8_keys {
+            Some(keys) => LineScores::Int8 {
+                scores: Int8Scores::new(self, keys),
+                by_query: Aligned::scratch(rows * most),
+            },
+            None => {
+                let mut queries = Aligned::<W>::scratch(rows.div_ceil(nr) * query_panel);
+                let rows_of = Source::Rows { data: self.queries, ld: self.query_stride };
+                W::pack(rows_of, rows, d, nr, false, queries.as_mut_slice());
+                LineScores::Keys { queries }
+            }
+        };
         let query_tiles = tiles(rows, mr);
-        let block_lines = tiles(key_block, mr).len() * d * stride;
+        let block_lines = key_block_lines(kernel, key_block, d);
         let value_panel = W::panel_len(self.len, nr);
         let zeros = [0f32; 32];
         // One tile: `rows` rows of `a`'s lines (`a_line` apart) times one panel `b` over `depth`
@@ -715,12 +747,6 @@ impl<W: PanelValue> Block<'_, W> {
             // holds, with room for the tile's rows and columns (each call says why).
             unsafe { tile(&tile_args) }
         };
-        // Widened products take their weights rounded to bf16.
-        let weights = match (W::BF16, self.exact) {
-            (true, _) => Weights::Bf16,
-            (false, true) => Weights::Exact,
-            (false, false) => Weights::Coarse,
-        };
         let mut running = Running::new(rows);
         for (b, (k0, live)) in (0..self.len).step_by(key_block).zip(self.live_blocks(key_block)).enumerate() {
             if !live {
@@ -729,23 +755,26 @@ impl<W: PanelValue> Block<'_, W> {
             let cols = key_block.min(self.len - k0);
             let lines = &mut lines.as_mut_slice()[..cols * rows + stride];
             lines[cols * rows..].fill(0.0);
-            if let (Some(int8), Some(by_query)) = (&int8, &mut by_query) {
-                let by_query = &mut by_query.as_mut_slice()[..rows * cols];
-                int8.fill(k0, cols, by_query);
-                transpose(by_query, rows, cols, lines);
-            } else {
-                let keys = &self.key_lines[b * block_lines..];
-                for (t, (key, keys_here)) in tiles(cols, mr).into_iter().enumerate() {
-                    let a = &keys[t * d * stride..][..d * stride];
-                    for p in 0..rows.div_ceil(nr) {
-                        let b = &queries.as_slice()[p * query_panel..][..query_panel];
-                        // Inside `lines`: key < cols, p·nr < rows.
-                        let c = lines.as_mut_ptr().wrapping_add(key * rows + p * nr);
-                        product(keys_here, (a, stride), b, d, false, (c, rows, nr.min(rows - p * nr)));
+            match &mut source {
+                LineScores::Int8 { scores, by_query } => {
+                    let by_query = &mut by_query.as_mut_slice()[..rows * cols];
+                    scores.fill(k0, cols, by_query);
+                    transpose(by_query, rows, cols, lines);
+                }
+                LineScores::Keys { queries } => {
+                    let keys = &self.key_lines[b * block_lines..];
+                    for (t, (key, keys_here)) in tiles(cols, mr).into_iter().enumerate() {
+                        let a = &keys[t * d * stride..][..d * stride];
+                        for p in 0..rows.div_ceil(nr) {
+                            let b = &queries.as_slice()[p * query_panel..][..query_panel];
+                            // Inside `lines`: key < cols, p·nr < rows.
+                            let c = lines.as_mut_ptr().wrapping_add(key * rows + p * nr);
+                            product(keys_here, (a, stride), b, d, false, (c, rows, nr.min(rows - p * nr)));
+                        }
                     }
                 }
             }
-            softmax_lines(lines, rows, cols, running.step(self, k0, cols, context), weights);
+            softmax_lines(lines, rows, cols, running.step(self, k0, cols, context), self.weights);
             // Context += P V for this block of keys: each tile of queries reads its lanes of
             // every key's line.
             for p in 0..d.div_ceil(nr) {
@@ -765,12 +794,21 @@ impl<W: PanelValue> Block<'_, W> {
             }
         }
         finish(context, &running.sum, d);
-        queries.recycle();
         lines.recycle();
-        if let Some(by_query) = by_query {
-            by_query.recycle();
+        match source {
+            LineScores::Int8 { by_query, .. } => by_query.recycle(),
+            LineScores::Keys { queries } => queries.recycle(),
         }
     }
+}
+
+/// Where a task's transposed scores come from on the f32 kernels.
+enum LineScores<'a, W> {
+    /// K·Qᵀ on the f32 kernel, reading the keys' input lines and the task's queries as its
+    /// weight panels (rounded as `W` products take them).
+    Keys { queries: Aligned<W> },
+    /// int8 scores, which come a row per query into `by_query` and are transposed into the lines.
+    Int8 { scores: Int8Scores<'a>, by_query: Aligned<f32> },
 }
 
 /// `src` (rows × cols) as `cols` lines of `rows` in `dst`, 16 × 16 at a time.
@@ -815,13 +853,6 @@ multiversion! {
 #[target_feature(enable = "avx512f")]
 unsafe fn transpose_avx512(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
     use std::arch::x86_64::*;
-    let mask = |n: usize| -> __mmask16 {
-        if n >= 16 {
-            0xFFFF
-        } else {
-            ((1u32 << n) - 1) as u16
-        }
-    };
     for r0 in (0..rows).step_by(16) {
         let height = 16.min(rows - r0);
         for k0 in (0..cols).step_by(16) {
@@ -830,7 +861,9 @@ unsafe fn transpose_avx512(src: &[f32], rows: usize, cols: usize, dst: &mut [f32
             // masked-off lanes do not fault.
             let r: [__m512; 16] = std::array::from_fn(|i| {
                 if i < height {
-                    unsafe { _mm512_maskz_loadu_ps(mask(width), src.as_ptr().add((r0 + i) * cols + k0)) }
+                    unsafe {
+                        _mm512_maskz_loadu_ps(first_lanes(width), src.as_ptr().add((r0 + i) * cols + k0))
+                    }
                 } else {
                     _mm512_setzero_ps()
                 }
@@ -839,10 +872,24 @@ unsafe fn transpose_avx512(src: &[f32], rows: usize, cols: usize, dst: &mut [f32
             for (kk, &line) in lines.iter().enumerate().take(width) {
                 // SAFETY: line k0 + kk < cols, lanes r0..r0 + height ≤ rows: inside `dst`.
                 unsafe {
-                    _mm512_mask_storeu_ps(dst.as_mut_ptr().add((k0 + kk) * rows + r0), mask(height), line)
+                    _mm512_mask_storeu_ps(
+                        dst.as_mut_ptr().add((k0 + kk) * rows + r0),
+                        first_lanes(height),
+                        line,
+                    )
                 };
             }
         }
+    }
+}
+
+/// The mask of an AVX-512 vector's first `n` lanes (all 16 from 16 on).
+#[cfg(target_arch = "x86_64")]
+fn first_lanes(n: usize) -> u16 {
+    if n >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << n) - 1) as u16
     }
 }
 
@@ -1155,10 +1202,9 @@ multiversion! {
 unsafe fn exact_weights_avx512(line: &mut [f32], max: &[f32], total: &mut [f32]) {
     use std::arch::x86_64::*;
     for j in (0..line.len()).step_by(16) {
-        let lanes = 16.min(line.len() - j);
-        let mask: __mmask16 = if lanes == 16 { 0xFFFF } else { ((1u32 << lanes) - 1) as u16 };
-        // SAFETY (the block): lanes j..j + lanes of the three slices exist (the caller);
-        // masked-off lanes are neither read nor written, and do not fault.
+        let mask = first_lanes(line.len() - j);
+        // SAFETY (the block): the lanes from j that `mask` keeps exist in all three slices (the
+        // caller); masked-off lanes are neither read nor written, and do not fault.
         unsafe {
             let (s_at, m_at, t_at) =
                 (line.as_mut_ptr().add(j), max.as_ptr().add(j), total.as_mut_ptr().add(j));
