@@ -119,7 +119,7 @@ pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_
 }
 
 /// e^x for x ≤ 0, within 1e-4 relative: what softmax weights need when they are rounded to
-/// bf16 next (whose own rounding strays by up to 2⁻⁹ = 2e-3), at under half of [`exp`]'s work:
+/// bf16 next (whose own rounding strays by up to 2⁻⁸ = 3.9e-3), at under half of [`exp`]'s work:
 /// 2^t for t = x · log₂e, as 2^n times a degree-3 polynomial of f = t − n on [-½, ½] (fitted to
 /// 2^f's relative error, 7.5e-5). Inputs with t below -126 give 0, so that no result is subnormal;
 /// positive ones are taken as 0. [`EXP2_COARSE`] holds the coefficients, which the AVX-512 softmax
