@@ -72,16 +72,14 @@ pub(crate) struct Plan {
     tiles_per_block: usize,
     panels: usize,
     panels_per_task: usize,
-    parallel: bool,
 }
 
 impl Plan {
-    pub fn new(m: usize, n: usize, mr: usize, nr: usize, parallel: bool) -> Self {
-        Self::with_tiles(tiles(m, mr), m, n, mr, nr, 56, parallel)
+    pub fn new(m: usize, n: usize, mr: usize, nr: usize) -> Self {
+        Self::with_tiles(tiles(m, mr), m, n, mr, nr, 56)
     }
 
     /// The plan over given tiles of `m` rows, in blocks of about `block_rows` past 224.
-    #[allow(clippy::too_many_arguments)]
     fn with_tiles(
         tiles: Vec<(usize, usize)>,
         m: usize,
@@ -89,7 +87,6 @@ impl Plan {
         mr: usize,
         nr: usize,
         block_rows: usize,
-        parallel: bool,
     ) -> Self {
         // Up to 224 rows form one block, so each weight is read once: short inputs are bound by
         // how fast the weights stream in. Longer inputs take blocks of `block_rows` (56 for the
@@ -104,17 +101,13 @@ impl Plan {
         // Groups of at most 256 columns, and few enough columns that each thread gets 8 tasks:
         // the tasks are the unit of balance, and with 12 tasks for 2 threads (a 768-wide product
         // of 800 rows) the last one left a thread idle for a tenth of the product.
-        let panels_per_task = if !parallel {
-            panels.max(1)
-        } else {
-            let groups = (8 * rayon::current_num_threads()).div_ceil(blocks.max(1));
-            panels.div_ceil(groups).clamp(1, (256 / nr).max(1))
-        };
-        Self { tiles, tiles_per_block, panels, panels_per_task, parallel }
+        let groups = (8 * rayon::current_num_threads()).div_ceil(blocks.max(1));
+        let panels_per_task = panels.div_ceil(groups).clamp(1, (256 / nr).max(1));
+        Self { tiles, tiles_per_block, panels, panels_per_task }
     }
 
-    /// Calls `task(tiles, panels)` for every (block of tiles, group of panels), on the threads
-    /// when the plan is parallel; tiles come as indices into [`Plan::tiles`].
+    /// Calls `task(tiles, panels)` for every (block of tiles, group of panels), on the threads;
+    /// tiles come as indices into [`Plan::tiles`].
     pub fn run(&self, task: impl Fn(Range<usize>, Range<usize>) + Sync) {
         let blocks = self.tiles.len().div_ceil(self.tiles_per_block);
         let groups = self.panels.div_ceil(self.panels_per_task);
@@ -124,11 +117,7 @@ impl Plan {
             let panels = g * self.panels_per_task..((g + 1) * self.panels_per_task).min(self.panels);
             task(tiles, panels)
         };
-        if self.parallel {
-            (0..blocks * groups).into_par_iter().for_each(work);
-        } else {
-            (0..blocks * groups).for_each(work);
-        }
+        (0..blocks * groups).into_par_iter().for_each(work);
     }
 }
 
@@ -150,7 +139,7 @@ impl Plan {
     /// a register kernel's balanced ones.
     fn for_kernel(program: bool, m: usize, n: usize, mr: usize, nr: usize, row_bytes: usize) -> Self {
         let block = block_rows(program, row_bytes);
-        Self::with_tiles(balanced_or_whole(m, mr, !program), m, n, mr, nr, block, true)
+        Self::with_tiles(balanced_or_whole(m, mr, !program), m, n, mr, nr, block)
     }
 
     /// Calls `tile(t, p, cols, bias)` for every tile t and panel p, in the tasks [`Plan::run`]
@@ -264,23 +253,14 @@ pub(crate) fn load_block(
     }
 }
 
-/// Packed panels that take part in one product: columns `n`, steps `k0..k0 + depth` of panels
+/// Packed panels that take part in one product: columns `n`, steps `0..depth` of panels
 /// `stride` floats apart.
 #[derive(Clone, Copy)]
 pub(crate) struct Panels<'a, W = f32> {
     pub data: &'a [W],
     pub stride: usize,
     pub n: usize,
-    pub k0: usize,
     pub depth: usize,
-}
-
-/// What the product adds to.
-#[derive(Clone, Copy)]
-pub(crate) enum Start<'a> {
-    Zero,
-    /// One value per output column.
-    Bias(&'a [f32]),
 }
 
 /// Rows `row..row + rows` (at most 16) of `a` (`lda` apart), steps `0..depth`, as `depth` lines
@@ -312,9 +292,9 @@ pub(crate) fn pack_lines<W: Weight>(
     }
 }
 
-/// `c (m, n) = start + a (m, depth) · Bᵀ`, where row i of `a` starts at `a[i * lda]` and B's
-/// panels are `b` (f32, or bf16 against inputs rounded to bf16 as they are packed). `packed` is
-/// scratch for the rows, k-major tile by tile.
+/// `c (m, n) = bias + a (m, depth) · Bᵀ`, on the threads, where row i of `a` starts at
+/// `a[i * lda]` and B's panels are `b` (f32, or bf16 against inputs rounded to bf16 as they are
+/// packed): the f32 linears' product, f32 weights or bf16 ones widened.
 ///
 /// # Safety
 /// `c` must be valid for writes of m rows of n floats, `ldc` apart, and no other thread may
@@ -326,31 +306,26 @@ pub(crate) unsafe fn multiply_f32<W: Weight>(
     lda: usize,
     m: usize,
     b: Panels<W>,
-    start: Start,
+    bias: Option<&[f32]>,
     c: *mut f32,
     ldc: usize,
-    parallel: bool,
-    packed: &mut Aligned,
 ) {
     let (mr, nr, stride) = (kernel.mr, kernel.nr, kernel.a_stride);
     let depth = b.depth;
     assert!(m == 0 || a.len() >= (m - 1) * lda + depth, "multiply_f32: a is too short");
-    assert!(b.data.len() >= b.n.div_ceil(nr).saturating_sub(1) * b.stride + (b.k0 + depth) * nr);
-    if let Start::Bias(bias) = start {
-        assert!(bias.len() >= b.n, "multiply_f32: bias is too short");
-    }
-    let plan = Plan::new(m, b.n, mr, nr, parallel);
-    packed.resize(plan.tiles.len() * depth * stride);
-    let pack = |(dst, &(row, rows)): (&mut [f32], &(usize, usize))| {
-        pack_lines::<W>(a, lda, (row, rows), depth, stride, dst)
-    };
-    let chunks = packed.as_mut_slice().chunks_mut((depth * stride).max(1));
-    if parallel {
-        chunks.collect::<Vec<_>>().into_par_iter().zip(&plan.tiles).for_each(pack);
-    } else {
-        chunks.zip(&plan.tiles).for_each(pack);
-    }
-    let packed = packed.as_slice();
+    assert!(b.data.len() >= b.n.div_ceil(nr).saturating_sub(1) * b.stride + depth * nr);
+    assert!(bias.is_none_or(|bias| bias.len() >= b.n), "multiply_f32: bias is too short");
+    let plan = Plan::new(m, b.n, mr, nr);
+    // The rows packed k-major tile by tile, in the spare that fits them: asked for nothing, the
+    // pool gave its smallest, which was then replaced with a fresh one while the spare that
+    // fitted stayed pooled beside it (peak RSS at 16k tokens, f32: 2,659 MiB).
+    let mut packed = Aligned::scratch(plan.tiles.len() * depth * stride);
+    let chunks: Vec<&mut [f32]> = packed.as_mut_slice().chunks_mut((depth * stride).max(1)).collect();
+    chunks
+        .into_par_iter()
+        .zip(&plan.tiles)
+        .for_each(|(dst, &(row, rows))| pack_lines::<W>(a, lda, (row, rows), depth, stride, dst));
+    let packed_rows = packed.as_slice();
     let (c, kernel_tile) = (SendPtr(c), W::tile(kernel));
     plan.run(|tiles, panels| {
         for k0 in (0..depth).step_by(KC) {
@@ -358,20 +333,17 @@ pub(crate) unsafe fn multiply_f32<W: Weight>(
             for p in panels.clone() {
                 let cols = nr.min(b.n - p * nr);
                 let mut first = [0f32; 32];
-                let accumulate = match (start, k0) {
-                    (Start::Bias(bias), 0) => {
-                        first[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
-                        false
-                    }
-                    (Start::Zero, 0) => false,
-                    _ => true,
-                };
-                let panel = &b.data[p * b.stride + (b.k0 + k0) * nr..][..chunk * nr];
+                // The first chunk of steps starts from the bias (or zeros), the others from `c`.
+                let accumulate = k0 > 0;
+                if let (Some(bias), false) = (bias, accumulate) {
+                    first[..cols].copy_from_slice(&bias[p * nr..p * nr + cols]);
+                }
+                let panel = &b.data[p * b.stride + k0 * nr..][..chunk * nr];
                 for t in tiles.clone() {
                     let (row, rows) = plan.tiles[t];
                     let tile = F32Tile {
                         rows,
-                        a: &packed[(t * depth + k0) * stride..][..chunk * stride],
+                        a: &packed_rows[(t * depth + k0) * stride..][..chunk * stride],
                         a_line: stride,
                         b: panel,
                         depth: chunk,
@@ -390,6 +362,7 @@ pub(crate) unsafe fn multiply_f32<W: Weight>(
             }
         }
     });
+    packed.recycle();
 }
 
 /// A weight (n, k) packed for the f32 microkernel of one level.
@@ -445,33 +418,10 @@ impl PackedF32 {
     /// `out` must be valid for m × n writes; all of them are written.
     pub unsafe fn matmul(&self, a: &[f32], m: usize, bias: Option<&[f32]>, out: *mut f32) {
         let (n, k) = (self.n, self.k);
-        let panels = Panels { data: self.panels.as_slice(), stride: k * self.kernel.nr, n, k0: 0, depth: k };
-        // SAFETY: as the caller promises.
-        unsafe { weight_product(self.kernel, a, m, panels, bias, out) };
+        let panels = Panels { data: self.panels.as_slice(), stride: k * self.kernel.nr, n, depth: k };
+        // SAFETY: the caller gives m × n floats at `out`, rows n apart.
+        unsafe { multiply_f32(self.kernel, a, k, m, panels, bias, out, n) };
     }
-}
-
-/// `out` (m, n) = `a` (m, k) · Wᵀ + `bias` for a whole weight's `panels`, on the threads.
-///
-/// # Safety
-/// `out` must be valid for m × n writes.
-unsafe fn weight_product<W: Weight>(
-    kernel: &F32Kernel,
-    a: &[f32],
-    m: usize,
-    panels: Panels<W>,
-    bias: Option<&[f32]>,
-    out: *mut f32,
-) {
-    let (n, k) = (panels.n, panels.depth);
-    let start = bias.map_or(Start::Zero, Start::Bias);
-    // The spare that fits the packed rows (`tiles` makes m.div_ceil(mr) of them): asked for
-    // nothing, the pool gave its smallest, which `multiply_f32` replaced with a fresh one while
-    // the spare that fitted stayed pooled beside it (peak RSS at 16k tokens, f32: 2,659 MiB).
-    let mut packed = Aligned::scratch(m.div_ceil(kernel.mr) * k * kernel.a_stride);
-    // SAFETY: the caller gives m × n floats at `out`, rows n apart.
-    unsafe { multiply_f32(kernel, a, k, m, panels, start, out, n, true, &mut packed) };
-    packed.recycle();
 }
 
 /// A weight (n, k) quantized to s8 per output channel and packed for the int8 microkernel of one
@@ -768,9 +718,9 @@ impl PackedBf16 {
             Bf16Compute::Widened(kernel) => {
                 let (n, k) = (self.n, self.k);
                 let stride = Self::panel_len(k, self.nr);
-                let panels = Panels { data: self.panels.as_slice(), stride, n, k0: 0, depth: k };
-                // SAFETY: as the caller promises.
-                unsafe { weight_product(kernel, a, m, panels, bias, out) }
+                let panels = Panels { data: self.panels.as_slice(), stride, n, depth: k };
+                // SAFETY: the caller gives m × n floats at `out`, rows n apart.
+                unsafe { multiply_f32(kernel, a, k, m, panels, bias, out, n) }
             }
         }
     }
@@ -860,41 +810,22 @@ mod tests {
                 };
                 let mut panels = vec![f32::NAN; n.div_ceil(kernel.nr) * k * kernel.nr];
                 pack_panels(Source::Rows { data: &w, ld: k }, n, k, kernel.nr, &mut panels);
-                let b = Panels { data: &panels, stride: k * kernel.nr, n, k0: 0, depth: k };
-                for parallel in [false, true] {
-                    let start_of = |case: usize| match case {
-                        0 => Start::Zero,
-                        _ => Start::Bias(&bias),
+                let b = Panels { data: &panels, stride: k * kernel.nr, n, depth: k };
+                for with_bias in [false, true] {
+                    let mut c = noise(m * n, 300 + i as u64);
+                    // SAFETY: `c` holds m × n floats, n apart.
+                    unsafe {
+                        multiply_f32(kernel, &a, lda, m, b, with_bias.then_some(&bias[..]), c.as_mut_ptr(), n)
                     };
-                    for case in 0..2 {
-                        let before = noise(m * n, 300 + i as u64);
-                        let mut c = before.clone();
-                        let mut scratch = Aligned::default();
-                        // SAFETY: `c` holds m × n floats, n apart.
-                        unsafe {
-                            multiply_f32(
-                                kernel,
-                                &a,
-                                lda,
-                                m,
-                                b,
-                                start_of(case),
-                                c.as_mut_ptr(),
-                                n,
-                                parallel,
-                                &mut scratch,
-                            )
-                        };
-                        for r in 0..m {
-                            for j in 0..n {
-                                let start = [0.0, bias[j] as f64][case];
-                                let want = start + dot(r, j);
-                                let got = c[r * n + j] as f64;
-                                assert!(
-                                    (got - want).abs() <= 1e-5 * (k as f64).sqrt().max(1.0),
-                                    "{level:?} ({m},{k},{n}) case {case} parallel {parallel} at ({r},{j}): {got} vs {want}"
-                                );
-                            }
+                    for r in 0..m {
+                        for j in 0..n {
+                            let start = if with_bias { bias[j] as f64 } else { 0.0 };
+                            let want = start + dot(r, j);
+                            let got = c[r * n + j] as f64;
+                            assert!(
+                                (got - want).abs() <= 1e-5 * (k as f64).sqrt().max(1.0),
+                                "{level:?} ({m},{k},{n}) bias {with_bias} at ({r},{j}): {got} vs {want}"
+                            );
                         }
                     }
                 }
@@ -917,36 +848,22 @@ mod tests {
     }
 
     #[test]
-    fn panels_from_columns_and_depth_ranges() {
-        // Attention's values: B given as (k, n) rows, and a product over steps k0..k0 + depth.
-        let (k, n, k0, depth, m) = (70, 20, 33, 30, 9);
+    fn panels_from_columns() {
+        // Attention's values: B given as (k, n) rows.
+        let (k, n, m) = (70, 20, 9);
         let v = noise(k * n, 1);
-        let a = noise(m * depth, 2);
+        let a = noise(m * k, 2);
         for level in tested_levels("f32 GEMM over value panels") {
             let kernel = F32Kernel::for_level(level);
             let mut panels = vec![0f32; n.div_ceil(kernel.nr) * k * kernel.nr];
             pack_panels(Source::Columns { data: &v, ld: n }, n, k, kernel.nr, &mut panels);
-            let b = Panels { data: &panels, stride: k * kernel.nr, n, k0, depth };
+            let b = Panels { data: &panels, stride: k * kernel.nr, n, depth: k };
             let mut c = vec![0f32; m * n];
             // SAFETY: `c` holds m × n floats.
-            unsafe {
-                multiply_f32(
-                    kernel,
-                    &a,
-                    depth,
-                    m,
-                    b,
-                    Start::Zero,
-                    c.as_mut_ptr(),
-                    n,
-                    false,
-                    &mut Aligned::default(),
-                )
-            };
+            unsafe { multiply_f32(kernel, &a, k, m, b, None, c.as_mut_ptr(), n) };
             for r in 0..m {
                 for j in 0..n {
-                    let want: f64 =
-                        (0..depth).map(|d| a[r * depth + d] as f64 * v[(k0 + d) * n + j] as f64).sum();
+                    let want: f64 = (0..k).map(|d| a[r * k + d] as f64 * v[d * n + j] as f64).sum();
                     assert!((c[r * n + j] as f64 - want).abs() < 1e-5, "{level:?} at ({r},{j})");
                 }
             }

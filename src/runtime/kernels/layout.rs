@@ -55,14 +55,6 @@ impl<T: Copy + Default> Aligned<T> {
         Self { data, offset, len }
     }
 
-    /// Makes the buffer `len` elements long, contents unspecified, reallocating only to grow.
-    pub fn resize(&mut self, len: usize) {
-        if self.data.len() < len + Self::SPARE {
-            *self = Self::zeros(len);
-        }
-        self.len = len;
-    }
-
     pub fn as_slice(&self) -> &[T] {
         &self.data[self.offset..self.offset + self.len]
     }
