@@ -222,11 +222,36 @@ fn attention_by(
     let qkv = View::new(qkv)?;
     let qkv = qkv.slice();
 
+    // Rotated (and, for queries, scaled) copies of q and k — and of v when it rotates too.
+    let rotated_width = if rotary_value { 3 * hidden } else { 2 * hidden };
+    let scale = 1.0 / (head_dim as f32).sqrt();
     if segments.spans.iter().map(|s| s.1).sum::<usize>() != tokens {
         candle_bail!("attention: sequences {:?} do not cover the {tokens} tokens", segments.spans)
     }
-    let scale = 1.0 / (head_dim as f32).sqrt();
-    let heads_of = Heads { segments, qkv, width, rotation, scale, rotary_value, heads, head_dim };
+    // SAFETY: the spans cover every token once (checked above), and each token's row of
+    // `rotated_width` is written in full by its own task.
+    let rotated = unsafe {
+        super::written_by(tokens * rotated_width, |rotated| {
+            let rotated_ptr = SendPtr(rotated);
+            segments.spans.par_iter().for_each(|&(start, len)| {
+                (0..len).into_par_iter().with_min_len(16).for_each(|pos| {
+                    let t = start + pos;
+                    let row = std::slice::from_raw_parts_mut(
+                        rotated_ptr.get().add(t * rotated_width),
+                        rotated_width,
+                    );
+                    let (c, s) = (
+                        &rotation.cos[pos * head_dim..][..head_dim],
+                        &rotation.sin[pos * head_dim..][..head_dim],
+                    );
+                    rotate(&qkv[t * width..t * width + rotated_width], row, c, s, head_dim, hidden, scale);
+                });
+            });
+        })
+    };
+
+    let (values, value_width) = if rotary_value { (&rotated[..], rotated_width) } else { (qkv, width) };
+    let heads_of = Heads { segments, rotated: &rotated, rotated_width, values, value_width, heads, head_dim };
     let out = match route.kernel {
         Kernel::F32(kernel) => heads_of.run::<f32>(route, |block, context| block.run_f32(kernel, context)),
         Kernel::Widened(kernel) => {
@@ -239,28 +264,15 @@ fn attention_by(
     tensor(out, &[tokens, hidden])
 }
 
-/// What every (sequence, head) pair reads: queries, keys and values side by side, as the QKV
-/// product left them, and the rotation they take as they are read.
+/// What every (sequence, head) pair reads: the rotated queries and keys, and the values.
 struct Heads<'a> {
     segments: &'a Segments<'a>,
-    /// Rows of `width` (3 × hidden) per token.
-    qkv: &'a [f32],
-    width: usize,
-    rotation: &'a Rotation,
-    /// 1/√head_dim, which the queries take with their rotation.
-    scale: f32,
-    /// Whether the values rotate too.
-    rotary_value: bool,
+    rotated: &'a [f32],
+    rotated_width: usize,
+    values: &'a [f32],
+    value_width: usize,
     heads: usize,
     head_dim: usize,
-}
-
-/// A third of a `qkv` row.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Queries = 0,
-    Keys = 1,
-    Values = 2,
 }
 
 /// A value of a packed key or value panel: f32, or bf16 bits.
@@ -304,10 +316,9 @@ impl PanelValue for u16 {
     }
 }
 
-/// Source rows to read ahead of the one packed or rotated: a (sequence, head)'s queries, keys and
-/// values are a few lines of each row, rows kilobytes apart, which the hardware's prefetchers did
-/// not fetch in time (the loads had taken most of the packing's time, itself 2.6% of a bf16 layer
-/// at 8k).
+/// Source rows to read ahead of the one packed: a (sequence, head)'s keys and values are a few
+/// lines of each row, rows kilobytes apart, which the hardware's prefetchers did not fetch in
+/// time (the loads had taken most of the packing's time, itself 2.6% of a bf16 layer at 8k).
 const PACK_AHEAD: usize = 8;
 
 /// Asks for the lines of `data[at..at + len]` (clipped to `data`) ahead of their use.
@@ -414,20 +425,6 @@ fn split_into<T>(mut buffer: &mut [T], lengths: impl Iterator<Item = usize>) -> 
 }
 
 impl Heads<'_> {
-    /// Head h's `part` of sequence s's tokens `rows`, rotated (queries scaled too), into `dst`
-    /// a row of `head_dim` each: once, where they are read (values only where the model rotates
-    /// them; [`Heads::pack`] reads the others in place). A buffer of every token's rotated
-    /// queries and keys, written before attention and read back from memory by the packing and
-    /// the tasks, was tokens × 2 × hidden floats (100 MiB at 16k tokens), fresh pages every layer.
-    fn rotated(&self, s: usize, h: usize, part: Part, rows: Range<usize>, dst: &mut [f32]) {
-        let (start, d) = (self.segments.spans[s].0, self.head_dim);
-        let src = &self.qkv[(start + rows.start) * self.width + part as usize * self.heads * d + h * d..];
-        let factor = if part == Part::Queries { self.scale } else { 1.0 };
-        let tables = rows.start * d..rows.end * d;
-        let (cos, sin) = (&self.rotation.cos[tables.clone()], &self.rotation.sin[tables]);
-        rotate_rows(src, self.width, d, cos, sin, factor, &mut dst[..rows.len() * d]);
-    }
-
     /// (keys, values) sizes of a sequence of `len` in `W` panels of the route.
     fn sizes<W: PanelValue>(&self, len: usize, route: Route) -> (usize, usize) {
         let (d, nr) = (self.head_dim, route.nr());
@@ -458,14 +455,14 @@ impl Heads<'_> {
         key_block: usize,
         dst: &mut [f32],
     ) {
-        let (len, d) = (self.segments.spans[s].1, self.head_dim);
-        let mut keys = vec![0f32; len * d];
-        self.rotated(s, h, Part::Keys, 0..len, &mut keys);
+        let (start, len) = self.segments.spans[s];
+        let (d, hidden) = (self.head_dim, self.heads * self.head_dim);
+        let keys = &self.rotated[start * self.rotated_width + hidden + h * d..];
         let mut lines = dst.chunks_exact_mut(d * kernel.a_stride);
         for k0 in (0..len).step_by(key_block) {
             for (row, rows) in tiles(key_block.min(len - k0), kernel.mr) {
                 let dst = lines.next().expect("key lines sized by key_lines_len");
-                pack_lines::<W>(&keys, d, (k0 + row, rows), d, kernel.a_stride, dst);
+                pack_lines::<W>(keys, self.rotated_width, (k0 + row, rows), d, kernel.a_stride, dst);
             }
         }
     }
@@ -474,12 +471,13 @@ impl Heads<'_> {
     /// all move by its product with the mean, which the softmax does not see, and the keys' common
     /// part no longer takes up their range.
     fn int8_keys(&self, (s, h): (usize, usize), (kernel, tiles): I8Kernels) -> PackedI8 {
-        let (len, d) = (self.segments.spans[s].1, self.head_dim);
+        let (start, len) = self.segments.spans[s];
+        let (d, hidden) = (self.head_dim, self.heads * self.head_dim);
         let mut keys = vec![0f32; len * d];
-        self.rotated(s, h, Part::Keys, 0..len, &mut keys);
         let mut mean = vec![0f64; d];
-        for row in keys.chunks_exact(d) {
-            mean.iter_mut().zip(row).for_each(|(m, &v)| *m += f64::from(v));
+        for (t, row) in keys.chunks_exact_mut(d).enumerate() {
+            row.copy_from_slice(&self.rotated[(start + t) * self.rotated_width + hidden + h * d..][..d]);
+            mean.iter_mut().zip(&*row).for_each(|(m, &v)| *m += f64::from(v));
         }
         let mean: Vec<f32> = mean.iter().map(|m| (m / len.max(1) as f64) as f32).collect();
         keys.chunks_exact_mut(d).for_each(|row| row.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m));
@@ -522,23 +520,22 @@ impl Heads<'_> {
         let panel_parts =
             split_into(panels.as_mut_slice(), parts.iter().map(|p| p.keys.len() + p.values.len()));
         let hidden = self.heads * d;
-        let pairs_layout = matches!(route.kernel, Kernel::Native { .. });
         panel_parts.into_par_iter().zip(&pairs).zip(&parts).for_each(|((part, &(s, h)), at)| {
             let (start, len) = spans[s];
             let (keys, vals) = part.split_at_mut(at.keys.len());
+            let k_src = Source::Rows {
+                data: &self.rotated[start * self.rotated_width + hidden + h * d..],
+                ld: self.rotated_width,
+            };
+            let v_src = Source::Columns {
+                data: &self.values[start * self.value_width + 2 * hidden + h * d..],
+                ld: self.value_width,
+            };
+            let pairs = matches!(route.kernel, Kernel::Native { .. });
             if !keys.is_empty() {
-                let mut rotated = vec![0f32; len * d];
-                self.rotated(s, h, Part::Keys, 0..len, &mut rotated);
-                W::pack(Source::Rows { data: &rotated, ld: d }, len, d, nr, pairs_layout, keys);
+                W::pack(k_src, len, d, nr, pairs, keys);
             }
-            if self.rotary_value {
-                let mut rotated = vec![0f32; len * d];
-                self.rotated(s, h, Part::Values, 0..len, &mut rotated);
-                W::pack(Source::Columns { data: &rotated, ld: d }, d, len, nr, pairs_layout, vals);
-            } else {
-                let data = &self.qkv[start * self.width + 2 * hidden + h * d..];
-                W::pack(Source::Columns { data, ld: self.width }, d, len, nr, pairs_layout, vals);
-            }
+            W::pack(v_src, d, len, nr, pairs, vals);
         });
         Packed { panels, key_lines, parts, pairs, int8_keys }
     }
@@ -563,10 +560,9 @@ impl Heads<'_> {
             let (start, len) = spans[s];
             let (h, at) = (packed.pairs[i].1, &packed.parts[i]);
             let rows = QUERY_BLOCK.min(len - q0);
-            let mut queries = vec![0f32; rows * d];
-            self.rotated(s, h, Part::Queries, q0..q0 + rows, &mut queries);
             let job = Block {
-                queries: &queries,
+                queries: &self.rotated[(start + q0) * self.rotated_width + h * d..],
+                query_stride: self.rotated_width,
                 keys: &panels[at.keys.clone()],
                 key_lines: &key_lines[at.lines.clone()],
                 values: &panels[at.values.clone()],
@@ -604,19 +600,18 @@ impl Heads<'_> {
 }
 
 multiversion! {
-    /// Rows of `d` floats of `src` (`ld` apart) into `dst`, `d` apart, their interleaved pairs
-    /// rotated by the row's `cos` and `sin` (`d` a row) and scaled by `factor`. The tables come
-    /// per element ([`Rotation`]), so each output is one product with x and one with its pair
-    /// partner, which vectorises.
-    fn rotate_rows(src: &[f32], ld: usize, d: usize, cos: &[f32], sin: &[f32], factor: f32, dst: &mut [f32]) {
-        for (r, out) in dst.chunks_exact_mut(d).enumerate() {
-            // A head's rows are kilobytes apart: see PACK_AHEAD.
-            prefetch(src, (r + PACK_AHEAD) * ld, d);
-            let (x, c, s) = (&src[r * ld..][..d], &cos[r * d..][..d], &sin[r * d..][..d]);
-            let pairs = out.chunks_exact_mut(2).zip(x.chunks_exact(2));
-            for ((o, x), (c, s)) in pairs.zip(c.chunks_exact(2).zip(s.chunks_exact(2))) {
-                o[0] = (x[0] * c[0] + x[1] * s[0]) * factor;
-                o[1] = (x[1] * c[1] + x[0] * s[1]) * factor;
+    /// Rotates interleaved pairs of every head of q and k (and v), scaling q, into `dst`.
+    /// `cos` and `sin` come per element (`Rotation`), so each output is one product with x and
+    /// one with its pair partner, which vectorises.
+    fn rotate(src: &[f32], dst: &mut [f32], cos: &[f32], sin: &[f32], head_dim: usize, hidden: usize, scale: f32) {
+        for (part, (src, dst)) in src.chunks(hidden).zip(dst.chunks_mut(hidden)).enumerate() {
+            let factor = if part == 0 { scale } else { 1.0 };
+            for (src, dst) in src.chunks(head_dim).zip(dst.chunks_mut(head_dim)) {
+                let pairs = dst.chunks_exact_mut(2).zip(src.chunks_exact(2));
+                for ((d, x), (c, s)) in pairs.zip(cos.chunks_exact(2).zip(sin.chunks_exact(2))) {
+                    d[0] = (x[0] * c[0] + x[1] * s[0]) * factor;
+                    d[1] = (x[1] * c[1] + x[0] * s[1]) * factor;
+                }
             }
         }
     }
@@ -651,8 +646,9 @@ impl Rotation {
 
 /// One task: `rows` queries from `q0` of one head of one sequence, against all its keys.
 struct Block<'a, W> {
-    /// The task's queries, rotated and scaled, a row of `head_dim` each.
+    /// The first query's rotated, scaled row; queries are `query_stride` apart.
     queries: &'a [f32],
+    query_stride: usize,
     /// The sequence's keys and values of this head, packed as panels of `nr` columns (keys for
     /// the bf16 kernels).
     keys: &'a [W],
@@ -782,7 +778,7 @@ impl<W: PanelValue> Block<'_, W> {
             },
             None => {
                 let mut queries = Aligned::<W>::scratch(rows.div_ceil(nr) * query_panel);
-                let rows_of = Source::Rows { data: self.queries, ld: self.head_dim };
+                let rows_of = Source::Rows { data: self.queries, ld: self.query_stride };
                 W::pack(rows_of, rows, d, nr, false, queries.as_mut_slice());
                 LineScores::Keys { queries }
             }
@@ -1024,7 +1020,11 @@ impl Block<'_, u16> {
         let int8 = self.int8_keys.map(|keys| Int8Scores::new(self, keys));
         let query_rows = if int8.is_some() { 0 } else { self.rows };
         let mut queries = Aligned::<u32>::scratch((query_rows + mr) * q_stride);
-        round_rows(&self.queries[..query_rows * d], d, query_rows, queries.as_mut_slice());
+        let mut query = vec![0f32; d];
+        for (r, dst) in queries.as_mut_slice().chunks_exact_mut(q_stride).take(query_rows).enumerate() {
+            query.copy_from_slice(&self.queries[r * self.query_stride..][..d]);
+            round_rows(&query, d, 1, dst);
+        }
         let queries_buffer = queries;
         let queries = queries_buffer.as_slice();
 
@@ -1113,7 +1113,12 @@ impl<'a> Int8Scores<'a> {
         let (rows, d) = (block.rows, block.head_dim);
         let (kernel, program) = pick(kernel, tiles, rows);
         let tiles = balanced_or_whole(rows, kernel.mr, !program);
-        let queries = QuantizedRows::new(kernel, &tiles, &block.queries[..rows * d], d, keys.steps());
+        // Rows `query_stride` apart, gathered as the quantizing reads them: d apart.
+        let mut queries = vec![0f32; rows * d];
+        for (r, row) in queries.chunks_exact_mut(d).enumerate() {
+            row.copy_from_slice(&block.queries[r * block.query_stride..][..d]);
+        }
+        let queries = QuantizedRows::new(kernel, &tiles, &queries, d, keys.steps());
         Self { kernel, keys, queries }
     }
 

@@ -108,6 +108,19 @@ pub(crate) fn fresh(len: usize) -> Vec<f32> {
     data
 }
 
+/// `len` floats written by `fill` through the pointer it gets, without zeroing them first.
+///
+/// # Safety
+/// `fill` must write every one of the `len` elements before returning, and read none it has not
+/// written.
+pub(crate) unsafe fn written_by(len: usize, fill: impl FnOnce(*mut f32)) -> Vec<f32> {
+    let mut data = fresh(len);
+    fill(data.as_mut_ptr());
+    // SAFETY: `fill` initialised all `len` elements, as the caller promises.
+    unsafe { data.set_len(len) };
+    data
+}
+
 /// A contiguous tensor of `dims` on the CPU.
 pub(crate) fn tensor(data: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
     Ok(Tensor::from_vec(data, dims, &Device::Cpu)?)
@@ -123,8 +136,7 @@ pub(crate) fn tensor(data: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
 /// faster or 6 to 10% slower from run to run (docs/log/2026-11-amx-bf16.md).
 ///
 /// # Safety
-/// `fill` must write every one of the product of `dims` elements before returning, and read none
-/// it has not written.
+/// As [`written_by`], for the product of `dims` elements.
 pub(crate) unsafe fn written_tensor(dims: &[usize], fill: impl FnOnce(*mut f32)) -> Result<Tensor> {
     let len: usize = dims.iter().product();
     let mut data = fresh(len + 15);
