@@ -10,6 +10,7 @@ use crate::model::layers::{Linear, Norm};
 use crate::model::pass::Pass;
 use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
+use crate::runtime::kernels;
 use crate::runtime::quantization::Quantization;
 
 /// The feed-forward block: `intermediate` (dense + activation) then `output` (dense, residual, norm).
@@ -52,9 +53,11 @@ impl FeedForward {
     }
 
     fn forward(&self, xs: &Tensor, pass: &Pass) -> Result<Tensor> {
-        let hidden = self.intermediate.forward_act(xs, self.activation)?;
-        let out = pass.dropout(&self.output.forward(&hidden)?, self.dropout)?;
-        self.norm.forward_residual(&out, xs)
+        let out = match (self.intermediate.fused(), self.output.fused()) {
+            (Some(up), Some(down)) => kernels::linear::feed_forward_packed(xs, up, self.activation, down)?,
+            _ => self.output.forward(&self.intermediate.forward_act(xs, self.activation)?)?,
+        };
+        self.norm.forward_residual(&pass.dropout(&out, self.dropout)?, xs)
     }
 }
 

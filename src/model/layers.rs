@@ -12,6 +12,7 @@ use crate::runtime::activation::Activation;
 use crate::runtime::engine::Engine;
 use crate::runtime::kernels;
 use crate::runtime::kernels::gemm::{PackedBf16, PackedF32, PackedI8};
+use crate::runtime::kernels::linear::PackedWeight;
 use crate::runtime::quantization::Quantization;
 
 /// A dense layer `x Wᵀ + b`, in the form its engine computes with.
@@ -46,6 +47,15 @@ pub(crate) fn load_weights(
 }
 
 impl Packed {
+    /// The packed weight, whichever its precision.
+    fn weight(&self) -> &dyn PackedWeight {
+        match self {
+            Packed::F32(w) => w.as_ref(),
+            Packed::Int8(w) => w.as_ref(),
+            Packed::Bf16(w) => w.as_ref(),
+        }
+    }
+
     /// `w` (n, k) packed for the fused kernels of `level` in `precision`.
     fn new(level: kernels::Level, w: &[f32], n: usize, k: usize, precision: Quantization) -> Self {
         match precision {
@@ -127,14 +137,8 @@ impl Linear {
     /// `activation(x Wᵀ + b)`.
     pub fn forward_act(&self, xs: &Tensor, activation: Activation) -> Result<Tensor> {
         match self {
-            Linear::Fused { weight: Packed::F32(w), bias } => {
-                kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
-            }
-            Linear::Fused { weight: Packed::Int8(w), bias } => {
-                kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
-            }
-            Linear::Fused { weight: Packed::Bf16(w), bias } => {
-                kernels::linear::linear_packed(xs, w.as_ref(), bias.as_ref(), activation)
+            Linear::Fused { weight, bias } => {
+                kernels::linear::linear_packed(xs, weight.weight(), bias.as_ref(), activation)
             }
             Linear::Candle { weight, bias } => {
                 // Flattening to 2-D keeps the weight out of batched matmul, whose CPU kernel in
@@ -153,6 +157,14 @@ impl Linear {
                 }
                 activation.forward(&ys.reshape(out_dims)?)
             }
+        }
+    }
+
+    /// The packed weight and the bias, where the layer runs on the fused kernels.
+    pub fn fused(&self) -> Option<(&dyn PackedWeight, Option<&Tensor>)> {
+        match self {
+            Linear::Fused { weight, bias } => Some((weight.weight(), bias.as_ref())),
+            Linear::Candle { .. } => None,
         }
     }
 

@@ -5,6 +5,7 @@ use candle_core::Tensor;
 use rayon::prelude::*;
 
 use super::gemm::{PackedBf16, PackedF32, PackedI8};
+use super::layout::Aligned;
 use super::{math, multiversion, View};
 use crate::error::{candle_bail, Result};
 use crate::runtime::activation::Activation;
@@ -58,23 +59,10 @@ pub(crate) fn linear_packed(
     activation: Activation,
 ) -> Result<Tensor> {
     let (n, k) = weight.dims();
-    let dims = xs.dims();
-    if dims.last() != Some(&k) {
-        candle_bail!(
-            "linear: input {dims:?} ({:?} on {:?}) does not fit a packed ({n}, {k}) f32 weight",
-            xs.dtype(),
-            xs.device()
-        )
-    }
-    let m = xs.elem_count() / k.max(1);
-    let xs = xs.contiguous()?;
+    let (xs, m, out_dims) = rows_of(xs, k, n)?;
     let a = View::new(&xs)?;
     let bias = bias.map(View::new).transpose()?;
     let bias = bias.as_ref().map(View::slice);
-    let mut out_dims = dims.to_vec();
-    if let Some(last) = out_dims.last_mut() {
-        *last = n;
-    }
     let fill = |out| {
         // SAFETY: `out` is valid for m × n writes (`written_tensor`); the matmul writes them all,
         // and only then does the activation read them.
@@ -85,6 +73,70 @@ pub(crate) fn linear_packed(
     };
     // SAFETY: `fill` writes all m × n outputs.
     unsafe { super::written_tensor(&out_dims, fill) }
+}
+
+/// Rows per step of [`feed_forward_packed`]: their middle (6 MiB in f32 at a base model's 3,072
+/// wide) stays in cache from the product that writes it to the one that reads it.
+const FEED_FORWARD_ROWS: usize = 512;
+
+/// `activation(xs W₁ᵀ + b₁) W₂ᵀ + b₂` for packed `up` (W₁, b₁) and `down` (W₂, b₂), a block of
+/// [`FEED_FORWARD_ROWS`] rows at a time, so that the middle, rows × W₁'s outputs, never exists
+/// whole: at 16k tokens of a base model it was 192 MiB of fresh pages every layer, written to
+/// memory by one product and read back by the next. Each row's result is what the two products
+/// one after the other give (every kernel computes a row alone).
+pub(crate) fn feed_forward_packed(
+    xs: &Tensor,
+    (up, up_bias): (&dyn PackedWeight, Option<&Tensor>),
+    activation: Activation,
+    (down, down_bias): (&dyn PackedWeight, Option<&Tensor>),
+) -> Result<Tensor> {
+    let ((middle, k), (n, down_k)) = (up.dims(), down.dims());
+    if down_k != middle {
+        candle_bail!(
+            "feed-forward: the output product takes {down_k} inputs, and the intermediate one gives {middle}"
+        )
+    }
+    let (xs, m, out_dims) = rows_of(xs, k, n)?;
+    let a = View::new(&xs)?;
+    let (up_bias, down_bias) = (up_bias.map(View::new).transpose()?, down_bias.map(View::new).transpose()?);
+    let (up_bias, down_bias) = (up_bias.as_ref().map(View::slice), down_bias.as_ref().map(View::slice));
+    let fill = |out: *mut f32| {
+        let mut hidden = Aligned::<f32>::scratch(FEED_FORWARD_ROWS.min(m) * middle);
+        for r0 in (0..m).step_by(FEED_FORWARD_ROWS) {
+            let rows = FEED_FORWARD_ROWS.min(m - r0);
+            let hidden = &mut hidden.as_mut_slice()[..rows * middle];
+            // SAFETY: `hidden` holds rows × middle floats, and `out` is valid for m × n writes
+            // (`written_tensor`), of which rows r0.. are these rows' n each; the products write
+            // all of them, and each is read only after it is written.
+            unsafe {
+                up.matmul(&a.slice()[r0 * k..], rows, up_bias, hidden.as_mut_ptr());
+                apply(hidden, middle, activation);
+                down.matmul(hidden, rows, down_bias, out.add(r0 * n));
+            }
+        }
+        hidden.recycle();
+    };
+    // SAFETY: `fill` writes all m × n outputs, block by block.
+    unsafe { super::written_tensor(&out_dims, fill) }
+}
+
+/// `xs` (.., k) as contiguous rows for a product of `n` outputs: the rows, their count, and the
+/// output's dims.
+fn rows_of(xs: &Tensor, k: usize, n: usize) -> Result<(Tensor, usize, Vec<usize>)> {
+    let dims = xs.dims();
+    if dims.last() != Some(&k) {
+        candle_bail!(
+            "linear: input {dims:?} ({:?} on {:?}) does not fit a packed ({n}, {k}) f32 weight",
+            xs.dtype(),
+            xs.device()
+        )
+    }
+    let m = xs.elem_count() / k.max(1);
+    let mut out_dims = dims.to_vec();
+    if let Some(last) = out_dims.last_mut() {
+        *last = n;
+    }
+    Ok((xs.contiguous()?, m, out_dims))
 }
 
 /// Applies `activation` in place to rows of `width`, in parallel.
