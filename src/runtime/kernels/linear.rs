@@ -160,3 +160,66 @@ multiversion! {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor};
+
+    use super::*;
+    use crate::runtime::kernels::{level, noise};
+
+    /// The feed-forward a block of rows at a time gives what the two products one after the other
+    /// give, in every precision, over more rows than one block (and a last block of a few).
+    #[test]
+    fn feed_forward_in_blocks_equals_the_two_products() {
+        let (m, k, middle) = (2 * FEED_FORWARD_ROWS + 5, 24, 40);
+        let xs = Tensor::from_vec(noise(m * k, 1), (m, k), &Device::Cpu).unwrap();
+        let (w1, w2) = (noise(middle * k, 2), noise(k * middle, 3));
+        let b1 = Tensor::from_vec(noise(middle, 4), middle, &Device::Cpu).unwrap();
+        let b2 = Tensor::from_vec(noise(k, 5), k, &Device::Cpu).unwrap();
+        let packed: [(&str, Box<dyn PackedWeight>, Box<dyn PackedWeight>); 3] = [
+            (
+                "f32",
+                Box::new(PackedF32::new(level(), &w1, middle, k)),
+                Box::new(PackedF32::new(level(), &w2, k, middle)),
+            ),
+            (
+                "int8",
+                Box::new(PackedI8::new(level(), &w1, middle, k)),
+                Box::new(PackedI8::new(level(), &w2, k, middle)),
+            ),
+            (
+                "bf16",
+                Box::new(PackedBf16::new(level(), &w1, middle, k)),
+                Box::new(PackedBf16::new(level(), &w2, k, middle)),
+            ),
+        ];
+        for (name, up, down) in &packed {
+            let middle_rows = linear_packed(&xs, up.as_ref(), Some(&b1), Activation::Gelu).unwrap();
+            let want = linear_packed(&middle_rows, down.as_ref(), Some(&b2), Activation::Linear).unwrap();
+            let got = feed_forward_packed(
+                &xs,
+                (up.as_ref(), Some(&b1)),
+                Activation::Gelu,
+                (down.as_ref(), Some(&b2)),
+            )
+            .unwrap();
+            assert_eq!(got.dims(), &[m, k]);
+            let (got, want) = (
+                got.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                want.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            );
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{name}: row {} column {}: {g} against {w}",
+                    i / k,
+                    i % k
+                );
+            }
+        }
+        let wrong = PackedF32::new(level(), &w1, middle, k);
+        let error = feed_forward_packed(&xs, (&wrong, None), Activation::Gelu, (&wrong, None)).unwrap_err();
+        assert!(error.to_string().contains("takes 24 inputs"), "{error}");
+    }
+}
