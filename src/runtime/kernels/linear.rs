@@ -179,24 +179,14 @@ mod tests {
         let (w1, w2) = (noise(middle * k, 2), noise(k * middle, 3));
         let b1 = Tensor::from_vec(noise(middle, 4), middle, &Device::Cpu).unwrap();
         let b2 = Tensor::from_vec(noise(k, 5), k, &Device::Cpu).unwrap();
-        let packed: [(&str, Box<dyn PackedWeight>, Box<dyn PackedWeight>); 3] = [
-            (
-                "f32",
-                Box::new(PackedF32::new(level(), &w1, middle, k)),
-                Box::new(PackedF32::new(level(), &w2, k, middle)),
-            ),
-            (
-                "int8",
-                Box::new(PackedI8::new(level(), &w1, middle, k)),
-                Box::new(PackedI8::new(level(), &w2, k, middle)),
-            ),
-            (
-                "bf16",
-                Box::new(PackedBf16::new(level(), &w1, middle, k)),
-                Box::new(PackedBf16::new(level(), &w2, k, middle)),
-            ),
+        type Pack = fn(&[f32], usize, usize) -> Box<dyn PackedWeight>;
+        let precisions: [(&str, Pack); 3] = [
+            ("f32", |w, n, k| Box::new(PackedF32::new(level(), w, n, k))),
+            ("int8", |w, n, k| Box::new(PackedI8::new(level(), w, n, k))),
+            ("bf16", |w, n, k| Box::new(PackedBf16::new(level(), w, n, k))),
         ];
-        for (name, up, down) in &packed {
+        for (name, pack) in precisions {
+            let (up, down) = (pack(&w1, middle, k), pack(&w2, k, middle));
             let middle_rows = linear_packed(&xs, up.as_ref(), Some(&b1), Activation::Gelu).unwrap();
             let want = linear_packed(&middle_rows, down.as_ref(), Some(&b2), Activation::Linear).unwrap();
             let got = feed_forward_packed(
