@@ -168,7 +168,7 @@ mod tests {
     use candle_core::{Device, Tensor};
 
     use super::*;
-    use crate::runtime::kernels::{level, noise};
+    use crate::runtime::kernels::{noise, tested_levels, Level};
 
     /// The feed-forward a block of rows at a time gives what the two products one after the other
     /// give, in every precision, over more rows than one block (and a last block of a few).
@@ -179,14 +179,15 @@ mod tests {
         let (w1, w2) = (noise(middle * k, 2), noise(k * middle, 3));
         let b1 = Tensor::from_vec(noise(middle, 4), middle, &Device::Cpu).unwrap();
         let b2 = Tensor::from_vec(noise(k, 5), k, &Device::Cpu).unwrap();
-        type Pack = fn(&[f32], usize, usize) -> Box<dyn PackedWeight>;
+        type Pack = fn(Level, &[f32], usize, usize) -> Box<dyn PackedWeight>;
         let precisions: [(&str, Pack); 3] = [
-            ("f32", |w, n, k| Box::new(PackedF32::new(level(), w, n, k))),
-            ("int8", |w, n, k| Box::new(PackedI8::new(level(), w, n, k))),
-            ("bf16", |w, n, k| Box::new(PackedBf16::new(level(), w, n, k))),
+            ("f32", |level, w, n, k| Box::new(PackedF32::new(level, w, n, k))),
+            ("int8", |level, w, n, k| Box::new(PackedI8::new(level, w, n, k))),
+            ("bf16", |level, w, n, k| Box::new(PackedBf16::new(level, w, n, k))),
         ];
-        for (name, pack) in precisions {
-            let (up, down) = (pack(&w1, middle, k), pack(&w2, k, middle));
+        let levels = tested_levels("feed-forward in blocks");
+        for (level, (name, pack)) in levels.iter().flat_map(|&level| precisions.map(|p| (level, p))) {
+            let (up, down) = (pack(level, &w1, middle, k), pack(level, &w2, k, middle));
             let middle_rows = linear_packed(&xs, up.as_ref(), Some(&b1), Activation::Gelu).unwrap();
             let want = linear_packed(&middle_rows, down.as_ref(), Some(&b2), Activation::Linear).unwrap();
             let got = feed_forward_packed(
@@ -210,7 +211,7 @@ mod tests {
                 );
             }
         }
-        let wrong = PackedF32::new(level(), &w1, middle, k);
+        let wrong = PackedF32::new(levels[0], &w1, middle, k);
         let error = feed_forward_packed(&xs, (&wrong, None), Activation::Gelu, (&wrong, None)).unwrap_err();
         assert!(error.to_string().contains("takes 24 inputs"), "{error}");
     }
