@@ -1304,8 +1304,10 @@ multiversion! {
 /// and the padding zeroed: their sum.
 #[inline(always)]
 fn bf16_tail(tail: &[f32], max: f32, out: &mut [u16], cols: usize) -> f32 {
+    // The row's padding too: old bits there could be NaN, which times a zero value is NaN.
+    out[cols..].fill(0);
+    // Rows of whole chunks (blocks of 512 keys) end here, every row of every block.
     if tail.is_empty() {
-        out[cols..].fill(0);
         return 0.0;
     }
     let mut e = [f32::NEG_INFINITY; 32];
@@ -1313,8 +1315,6 @@ fn bf16_tail(tail: &[f32], max: f32, out: &mut [u16], cols: usize) -> f32 {
     e.iter_mut().for_each(|e| *e = math::exp_nonpositive_coarse(*e - max));
     let done = cols - tail.len();
     out[done..cols].iter_mut().zip(&e).for_each(|(o, &e)| *o = to_bf16(e));
-    // The row's padding too: old bits there could be NaN, which times a zero value is NaN.
-    out[cols..].fill(0);
     e.iter().sum()
 }
 

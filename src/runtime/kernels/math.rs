@@ -235,7 +235,7 @@ mod tests {
     fn exp_in_avx512_registers_is_close_to_libm() {
         use std::arch::x86_64::*;
         if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("not run here: exp_avx512 (this CPU has no AVX-512)");
+            crate::runtime::kernels::not_run_here("exp_avx512 (this CPU has no AVX-512)");
             return;
         }
         let xs: Vec<f32> =
