@@ -19,9 +19,7 @@ use std::ops::Range;
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::gemm::{
-    balanced_or_whole, load_block, pack_lines, pack_panels, pick, tiles, PackedI8, QuantizedRows, Source,
-};
+use super::gemm::{balanced_or_whole, pack_lines, pack_panels, pick, tiles, PackedI8, QuantizedRows, Source};
 use super::layout::{row_dwords, Aligned, Input, Spare};
 use super::tile_bf16::{from_bf16, offset, round_rows, to_bf16, Bf16Kernel, Bf16Tile};
 use super::tile_f32::{F32Kernel, F32Tile, Weight};
@@ -50,9 +48,9 @@ pub(crate) enum Products {
     /// products summed in f32: for bf16 models.
     Bf16,
     /// Q·Kᵀ in int8 where the level's int8 products are the faster and the sequences long enough
-    /// for them to pay (queries u8 per row, keys s8 per key once their mean over the sequence is
-    /// taken off, which moves every score of a row alike), else as [`Products::Bf16`]'s; P·V as
-    /// [`Products::Bf16`]'s: for int8 models.
+    /// for them to pay (keys less their mean over the sequence, which moves every score of a
+    /// query alike; u8 with zero points on the side the kernel takes as rows, s8 on its panels'),
+    /// else as [`Products::Bf16`]'s; P·V as [`Products::Bf16`]'s: for int8 models.
     Int8,
 }
 
@@ -147,13 +145,21 @@ impl Route {
         }
     }
 
+    /// Whether int8 scores come a line per key (K·Qᵀ: the keys the int8 kernel's rows, the task's
+    /// queries its panels), where P·V runs on an f32 kernel, which reads its input so; else a row
+    /// per query, as the bf16 kernels read theirs.
+    fn int8_lines(self) -> bool {
+        self.scores.is_some() && !matches!(self.kernel, Kernel::Native { .. })
+    }
+
     /// Keys per step of the online softmax: a multiple of the panels' columns (and of the int8
-    /// keys'), so that each block of keys starts on a panel of each.
+    /// keys' panels, where scores come a row per query), so that each block of keys starts on a
+    /// panel of each.
     fn key_block(self) -> usize {
         let nr = self.nr();
         let step = match self.scores {
-            Some((kernel, _)) => nr * kernel.nr / gcd(nr, kernel.nr),
-            None => nr,
+            Some((kernel, _)) if !self.int8_lines() => nr * kernel.nr / gcd(nr, kernel.nr),
+            _ => nr,
         };
         KEY_BLOCK / step * step
     }
@@ -395,7 +401,16 @@ struct Packed<W> {
     /// The (sequence, head) pairs, sequence-major.
     pairs: Vec<(usize, usize)>,
     /// Per pair, its keys in int8, where the route's scores are (and `panels` then holds none).
-    int8_keys: Vec<PackedI8>,
+    int8_keys: Vec<Int8Keys>,
+}
+
+/// A (sequence, head)'s keys in int8, less their mean, as the route's scores read them.
+enum Int8Keys {
+    /// s8 panels, a column per key, for scores a row per query ([`Int8Scores`]).
+    Panels { kernels: I8Kernels, keys: PackedI8 },
+    /// u8 rows with zero points, tile by tile within each block of keys (`tiles_per_block` to a
+    /// whole block), for scores a line per key ([`Int8Lines`]).
+    Rows { kernel: &'static I8Kernel, keys: QuantizedRows, tiles_per_block: usize },
 }
 
 /// Where a (sequence, head) pair's packed keys and values sit: its key panels and value panels
@@ -467,10 +482,10 @@ impl Heads<'_> {
         }
     }
 
-    /// A (sequence, head)'s keys quantized for `kernels`, less their mean: the scores of a query
-    /// all move by its product with the mean, which the softmax does not see, and the keys' common
-    /// part no longer takes up their range.
-    fn int8_keys(&self, (s, h): (usize, usize), (kernel, tiles): I8Kernels) -> PackedI8 {
+    /// A (sequence, head)'s keys quantized for the route's int8 kernels, less their mean: the
+    /// scores of a query all move by its product with the mean, which the softmax does not see,
+    /// and the keys' common part no longer takes up their range.
+    fn int8_keys(&self, (s, h): (usize, usize), route: Route) -> Int8Keys {
         let (start, len) = self.segments.spans[s];
         let (d, hidden) = (self.head_dim, self.heads * self.head_dim);
         let mut keys = vec![0f32; len * d];
@@ -481,7 +496,26 @@ impl Heads<'_> {
         }
         let mean: Vec<f32> = mean.iter().map(|m| (m / len.max(1) as f64) as f32).collect();
         keys.chunks_exact_mut(d).for_each(|row| row.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m));
-        PackedI8::for_kernels(kernel, tiles, &keys, len, d)
+        let (kernel, tiles) = route.scores.expect("int8 keys on a route with int8 scores");
+        if !route.int8_lines() {
+            return Int8Keys::Panels {
+                kernels: (kernel, tiles),
+                keys: PackedI8::for_kernels(kernel, tiles, &keys, len, d),
+            };
+        }
+        // Tiles that never cross a block of keys, so that each block's scores are its own tiles.
+        let key_block = route.key_block();
+        let (kernel, program) = pick(kernel, tiles, key_block.min(len));
+        let tiles_per_block = balanced_or_whole(key_block, kernel.mr, !program).len();
+        let key_tiles: Vec<(usize, usize)> = (0..len)
+            .step_by(key_block)
+            .flat_map(|k0| {
+                let block = balanced_or_whole(key_block.min(len - k0), kernel.mr, !program);
+                block.into_iter().map(move |(row, rows)| (k0 + row, rows))
+            })
+            .collect();
+        let keys = QuantizedRows::new(kernel, &key_tiles, &keys, d, kernel.steps(d));
+        Int8Keys::Rows { kernel, keys, tiles_per_block }
     }
 
     /// Keys and values packed once per sequence and head, for every block of queries: keys as
@@ -492,7 +526,7 @@ impl Heads<'_> {
         let pairs: Vec<(usize, usize)> =
             (0..spans.len()).flat_map(|s| (0..self.heads).map(move |h| (s, h))).collect();
         let int8_keys = match route.scores {
-            Some(kernels) => pairs.par_iter().map(|&pair| self.int8_keys(pair, kernels)).collect(),
+            Some(_) => pairs.par_iter().map(|&pair| self.int8_keys(pair, route)).collect(),
             None => Vec::new(),
         };
         let mut parts = Vec::with_capacity(pairs.len());
@@ -566,7 +600,7 @@ impl Heads<'_> {
                 keys: &panels[at.keys.clone()],
                 key_lines: &key_lines[at.lines.clone()],
                 values: &panels[at.values.clone()],
-                int8_keys: route.scores.map(|kernels| (kernels, &packed.int8_keys[i])),
+                int8_keys: packed.int8_keys.get(i),
                 nr,
                 key_block,
                 weights: route.weights(),
@@ -655,9 +689,8 @@ struct Block<'a, W> {
     /// The keys as the f32 kernel's input lines ([`Heads::key_lines`]), for the f32 kernels.
     key_lines: &'a [f32],
     values: &'a [W],
-    /// The keys in int8 and the kernels that read them, where the scores are int8 products
-    /// (and `keys` is empty).
-    int8_keys: Option<(I8Kernels, &'a PackedI8)>,
+    /// The keys in int8, where the scores are int8 products (and `keys` is empty).
+    int8_keys: Option<&'a Int8Keys>,
     nr: usize,
     /// Keys per step of the online softmax ([`Route::key_block`]).
     key_block: usize,
@@ -772,10 +805,7 @@ impl<W: PanelValue> Block<'_, W> {
         // the padding).
         let query_panel = W::panel_len(d, nr);
         let mut source = match self.int8_keys {
-            Some(keys) => LineScores::Int8 {
-                scores: Int8Scores::new(self, keys),
-                by_query: Aligned::scratch(rows * most),
-            },
+            Some(keys) => LineScores::Int8(Int8Lines::new(self, keys)),
             None => {
                 let mut queries = Aligned::<W>::scratch(rows.div_ceil(nr) * query_panel);
                 let rows_of = Source::Rows { data: self.queries, ld: self.query_stride };
@@ -811,11 +841,7 @@ impl<W: PanelValue> Block<'_, W> {
             let lines = &mut lines.as_mut_slice()[..cols * rows + stride];
             lines[cols * rows..].fill(0.0);
             match &mut source {
-                LineScores::Int8 { scores, by_query } => {
-                    let by_query = &mut by_query.as_mut_slice()[..rows * cols];
-                    scores.fill(k0, cols, by_query);
-                    transpose(by_query, rows, cols, lines);
-                }
+                LineScores::Int8(scores) => scores.fill(b, k0, lines, rows),
                 LineScores::Keys { queries } => {
                     let keys = &self.key_lines[b * block_lines..];
                     for (t, (key, keys_here)) in tiles(cols, mr).into_iter().enumerate() {
@@ -850,9 +876,8 @@ impl<W: PanelValue> Block<'_, W> {
         }
         finish(context, &running.sum, d);
         lines.recycle();
-        match source {
-            LineScores::Int8 { by_query, .. } => by_query.recycle(),
-            LineScores::Keys { queries } => queries.recycle(),
+        if let LineScores::Keys { queries } = source {
+            queries.recycle();
         }
     }
 }
@@ -862,80 +887,8 @@ enum LineScores<'a, W> {
     /// K·Qᵀ on the f32 kernel, reading the keys' input lines and the task's queries as its
     /// weight panels (rounded as `W` products take them).
     Keys { queries: Aligned<W> },
-    /// int8 scores, which come a row per query into `by_query` and are transposed into the lines.
-    Int8 { scores: Int8Scores<'a>, by_query: Aligned<f32> },
-}
-
-/// `src` (rows × cols) as `cols` lines of `rows` in `dst`, 16 × 16 at a time.
-fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
-    assert!(src.len() >= rows * cols && dst.len() >= rows * cols, "transpose: {rows} × {cols} do not fit");
-    #[cfg(target_arch = "x86_64")]
-    if super::level() >= Level::Avx512 {
-        // SAFETY: the level in force is one this CPU supports, and from avx512 on it has
-        // AVX-512 F; both slices hold rows × cols floats (asserted).
-        return unsafe { transpose_avx512(src, rows, cols, dst) };
-    }
-    transpose_blocks(src, rows, cols, dst)
-}
-
-multiversion! {
-    /// [`transpose`] through a 16 × 16 block in memory, as `pack_lines` packs: whole rows in,
-    /// runs of 16 out.
-    fn transpose_blocks(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
-        let mut block = [[0f32; 16]; 16];
-        for r0 in (0..rows).step_by(16) {
-            let height = 16.min(rows - r0);
-            for k0 in (0..cols).step_by(16) {
-                let width = 16.min(cols - k0);
-                load_block(&mut block, src, cols, r0, height, k0, width);
-                for (kk, line) in dst[k0 * rows..].chunks_exact_mut(rows).take(width).enumerate() {
-                    for (slot, row) in line[r0..r0 + height].iter_mut().zip(&block) {
-                        *slot = row[kk];
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// [`transpose`] in registers: 16 rows loaded whole, transposed by three rounds of shuffles
-/// (pairs of floats, then of 128-bit lanes twice), 16 lines stored whole. Through memory, the
-/// transposition of int8 scores took 14% of the int8 layer at 8k tokens at `avx512-vnni`.
-///
-/// # Safety
-/// The CPU has AVX-512 F, and `src` and `dst` hold rows × cols floats.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn transpose_avx512(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
-    use std::arch::x86_64::*;
-    for r0 in (0..rows).step_by(16) {
-        let height = 16.min(rows - r0);
-        for k0 in (0..cols).step_by(16) {
-            let width = 16.min(cols - k0);
-            // SAFETY: the masked loads read row r0 + i < rows, columns k0..k0 + width ≤ cols;
-            // masked-off lanes do not fault.
-            let r: [__m512; 16] = std::array::from_fn(|i| {
-                if i < height {
-                    unsafe {
-                        _mm512_maskz_loadu_ps(first_lanes(width), src.as_ptr().add((r0 + i) * cols + k0))
-                    }
-                } else {
-                    _mm512_setzero_ps()
-                }
-            });
-            let lines = transpose16(r);
-            for (kk, &line) in lines.iter().enumerate().take(width) {
-                // SAFETY: line k0 + kk < cols, lanes r0..r0 + height ≤ rows: inside `dst`.
-                unsafe {
-                    _mm512_mask_storeu_ps(
-                        dst.as_mut_ptr().add((k0 + kk) * rows + r0),
-                        first_lanes(height),
-                        line,
-                    )
-                };
-            }
-        }
-    }
+    /// int8 scores, K·Qᵀ on the int8 kernel.
+    Int8(Int8Lines<'a>),
 }
 
 /// The mask of an AVX-512 vector's first `n` lanes (all 16 from 16 on).
@@ -946,55 +899,6 @@ fn first_lanes(n: usize) -> u16 {
     } else {
         ((1u32 << n) - 1) as u16
     }
-}
-
-/// The 16 × 16 transpose of 16 rows: element j of row i becomes element i of line j.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn transpose16(r: [std::arch::x86_64::__m512; 16]) -> [std::arch::x86_64::__m512; 16] {
-    use std::arch::x86_64::*;
-    // Pairs of rows interleaved: t[2i] holds rows 2i, 2i + 1's elements 0, 1 (and 4, 5, ...)
-    // alternating, t[2i + 1] their elements 2, 3 (and 6, 7, ...).
-    let t: [__m512; 16] = std::array::from_fn(|i| {
-        let (a, b) = (r[i & !1], r[i | 1]);
-        if i % 2 == 0 {
-            _mm512_unpacklo_ps(a, b)
-        } else {
-            _mm512_unpackhi_ps(a, b)
-        }
-    });
-    // Within each 128-bit lane, 4 × 4 transposed: u[4g + j] holds element j (of each lane's 4)
-    // of rows 4g..4g + 4.
-    let u: [__m512; 16] = std::array::from_fn(|i| {
-        let g = i / 4 * 4;
-        let (a, b) = match i % 4 {
-            0 | 1 => (t[g], t[g + 2]),
-            _ => (t[g + 1], t[g + 3]),
-        };
-        if i % 2 == 0 {
-            _mm512_shuffle_ps::<0x44>(a, b)
-        } else {
-            _mm512_shuffle_ps::<0xEE>(a, b)
-        }
-    });
-    // 128-bit lanes: first across groups of 4 rows two apart, then one apart.
-    let v: [__m512; 16] = std::array::from_fn(|i| {
-        let half = i / 8 * 8;
-        let (a, b) = (u[half + i % 4], u[half + i % 4 + 4]);
-        if i % 8 < 4 {
-            _mm512_shuffle_f32x4::<0x88>(a, b)
-        } else {
-            _mm512_shuffle_f32x4::<0xDD>(a, b)
-        }
-    });
-    std::array::from_fn(|i| {
-        let (a, b) = (v[i % 8], v[i % 8 + 8]);
-        if i < 8 {
-            _mm512_shuffle_f32x4::<0x88>(a, b)
-        } else {
-            _mm512_shuffle_f32x4::<0xDD>(a, b)
-        }
-    })
 }
 
 impl Block<'_, u16> {
@@ -1017,7 +921,11 @@ impl Block<'_, u16> {
         // Pooled buffers: fresh ones of this size cost page faults and zeroing in every task.
         // What they held before is overwritten before it is read, or read only by rows past a
         // tile's, whose sums no output keeps.
-        let int8 = self.int8_keys.map(|keys| Int8Scores::new(self, keys));
+        let int8 = match self.int8_keys {
+            Some(Int8Keys::Panels { kernels, keys }) => Some(Int8Scores::new(self, *kernels, keys)),
+            Some(Int8Keys::Rows { .. }) => unreachable!("the bf16 kernels read int8 scores a row per query"),
+            None => None,
+        };
         let query_rows = if int8.is_some() { 0 } else { self.rows };
         let mut queries = Aligned::<u32>::scratch((query_rows + mr) * q_stride);
         let mut query = vec![0f32; d];
@@ -1109,7 +1017,7 @@ struct Int8Scores<'a> {
 }
 
 impl<'a> Int8Scores<'a> {
-    fn new<W>(block: &Block<W>, ((kernel, tiles), keys): (I8Kernels, &'a PackedI8)) -> Self {
+    fn new<W>(block: &Block<W>, (kernel, tiles): I8Kernels, keys: &'a PackedI8) -> Self {
         let (rows, d) = (block.rows, block.head_dim);
         let (kernel, program) = pick(kernel, tiles, rows);
         let tiles = balanced_or_whole(rows, kernel.mr, !program);
@@ -1137,6 +1045,64 @@ impl<'a> Int8Scores<'a> {
                 // SAFETY: the kernel is one this CPU runs (the level in force has it, or a tile
                 // program of it); the kernels check the operands' sizes; the tile writes its rows'
                 // columns of `out`, which this task alone holds.
+                unsafe { (self.kernel.tile)(&tile) };
+            }
+        }
+    }
+}
+
+/// A task's int8 scores a line per key (K·Qᵀ), as P·V on an f32 kernel reads them, with nothing
+/// transposed between the products: the sequence's keys as the kernel's rows (u8 with zero
+/// points), the task's queries as its panels (s8 per query). Where scores came a row per query
+/// and were transposed into lines, in registers, the transposition took 9% of the int8 layer at
+/// 8k tokens at `avx512-vnni`.
+struct Int8Lines<'a> {
+    kernel: &'static I8Kernel,
+    keys: &'a QuantizedRows,
+    tiles_per_block: usize,
+    queries: PackedI8,
+}
+
+impl<'a> Int8Lines<'a> {
+    fn new<W>(block: &Block<W>, keys: &'a Int8Keys) -> Self {
+        let Int8Keys::Rows { kernel, keys, tiles_per_block } = keys else {
+            unreachable!("the f32 kernels read int8 scores a line per key")
+        };
+        let (rows, d) = (block.rows, block.head_dim);
+        let mut queries = vec![0f32; rows * d];
+        for (r, row) in queries.chunks_exact_mut(d).enumerate() {
+            row.copy_from_slice(&block.queries[r * block.query_stride..][..d]);
+        }
+        let queries = PackedI8::for_kernels(kernel, None, &queries, rows, d);
+        Self { kernel, keys, tiles_per_block: *tiles_per_block, queries }
+    }
+
+    /// The scores of block `b` of keys (from key `k0`) into `lines`, a line per key, `rows`
+    /// (the task's queries) floats apart.
+    fn fill(&self, b: usize, k0: usize, lines: &mut [f32], rows: usize) {
+        let nr = self.kernel.nr;
+        let all = self.keys.tiles();
+        let first = b * self.tiles_per_block;
+        let block = &all[first..all.len().min(first + self.tiles_per_block)];
+        let last = block.last().map_or(k0, |&(row, keys)| row + keys);
+        assert!(block.first().is_none_or(|t| t.0 == k0) && lines.len() >= (last - k0) * rows);
+        let zeros = [0f32; 32];
+        for (t, &(key, _)) in block.iter().enumerate() {
+            for p in 0..rows.div_ceil(nr) {
+                // Inside `lines` (asserted): key − k0 + the tile's keys ≤ the block's, p·nr +
+                // the tile's columns ≤ rows.
+                let c = lines.as_mut_ptr().wrapping_add((key - k0) * rows + p * nr);
+                let tile = self.keys.tile(
+                    first + t,
+                    self.queries.panel(p),
+                    &zeros[..nr],
+                    nr.min(rows - p * nr),
+                    c,
+                    rows,
+                );
+                // SAFETY: the kernel is one this CPU runs (the level in force has it, or a tile
+                // program of it); the kernels check the operands' sizes; the tile writes its keys'
+                // lines, lanes of its panel's queries, in `lines`, which this task alone holds.
                 unsafe { (self.kernel.tile)(&tile) };
             }
         }
@@ -1480,24 +1446,6 @@ mod tests {
         assert!((sum as f64 - want_sum).abs() <= want_sum * 1e-4, "sum {sum} against {want_sum}");
     }
 
-    #[test]
-    fn transposes_equal_the_definition() {
-        for (rows, cols) in [(16, 16), (1, 1), (5, 3), (37, 50), (128, 512), (100, 37)] {
-            let src = noise(rows * cols, (rows * cols) as u64);
-            let want: Vec<f32> = (0..cols * rows).map(|i| src[(i % rows) * cols + i / rows]).collect();
-            let mut got = vec![f32::NAN; rows * cols];
-            transpose_blocks(&src, rows, cols, &mut got);
-            assert_eq!(got, want, "in blocks, {rows} × {cols}");
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                let mut got = vec![f32::NAN; rows * cols];
-                // SAFETY: the CPU has AVX-512 F (detected); both hold rows × cols floats.
-                unsafe { transpose_avx512(&src, rows, cols, &mut got) };
-                assert_eq!(got, want, "in registers, {rows} × {cols}");
-            }
-        }
-    }
-
     /// Which tokens of a case are padding.
     #[derive(Debug, Clone, Copy, PartialEq)]
     enum Pad {
@@ -1600,42 +1548,48 @@ mod tests {
             }
 
             // int8 scores on every level's int8 kernel, where the level takes them and where it
-            // does not; beside the AMX tile program on the model unit (from 8 rows on, the model
-            // as register kernel below), all with the same P·V. Kernels of the same weight range
-            // quantize alike and sum exactly, so their scores, and all that follows in blocks of
-            // the same keys, are equal bit for bit, as the linears' are.
-            let kernel = Kernel::Widened(F32Kernel::for_level(Level::Portable));
-            let int8 = |scores| {
-                let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
-                let ours = attention_by(
-                    Route { kernel, scores: Some(scores), exact: false },
-                    &qkv_t,
-                    &segments,
-                    &rotation,
-                    heads,
-                    d,
-                    rotary_value,
-                )
-                .unwrap();
-                ours.flatten_all().unwrap().to_vec1::<f32>().unwrap()
-            };
-            let model = &crate::runtime::kernels::amx::tests::MODEL;
-            let program = int8((model, Some((model, 8))));
-            for level in crate::runtime::kernels::tested_levels("int8 scores") {
-                let scores = (I8Kernel::for_level(level), I8Kernel::tiles_for_level(level));
-                let ours = int8(scores);
-                let worst = ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
-                assert!(
-                    worst < INT8_BOUND,
-                    "int8 scores at {level:?}: spans {spans:?} {pad:?} causal {causal}: max abs {worst:e}"
-                );
-                // NEON's `sdot` kernel (12 columns) takes blocks of 480 keys here, the others 512.
-                let key_block = |scores| Route { kernel, scores: Some(scores), exact: false }.key_block();
-                if scores.0.weight_max == model.weight_max && key_block(scores) == key_block((model, None)) {
+            // does not, a line per key (for P·V on an f32 kernel) and a row per query (for P·V on
+            // a bf16 kernel, here the AMX model's); beside the AMX tile program on the model unit
+            // (from 8 rows on, the model as register kernel below), with the same P·V. Kernels of
+            // the same weight range quantize alike and sum exactly, so their scores, and all that
+            // follows in blocks of the same keys, are equal bit for bit, as the linears' are.
+            let bf16_model = &crate::runtime::kernels::amx::tests::MODEL_BF16;
+            for kernel in [
+                Kernel::Widened(F32Kernel::for_level(Level::Portable)),
+                Kernel::Native { kernel: bf16_model, tiles: Some((bf16_model, 8)) },
+            ] {
+                let int8 = |scores| {
+                    let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
+                    let route = Route { kernel, scores: Some(scores), exact: false };
+                    let ours =
+                        attention_by(route, &qkv_t, &segments, &rotation, heads, d, rotary_value).unwrap();
+                    ours.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+                };
+                let lines = !matches!(kernel, Kernel::Native { .. });
+                let model = &crate::runtime::kernels::amx::tests::MODEL;
+                let program = int8((model, Some((model, 8))));
+                for level in crate::runtime::kernels::tested_levels("int8 scores") {
+                    let scores = (I8Kernel::for_level(level), I8Kernel::tiles_for_level(level));
+                    let ours = int8(scores);
+                    let worst =
+                        ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
                     assert!(
-                        ours.iter().zip(&program).all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "int8 scores at {level:?} differ from the tile program's: spans {spans:?} {pad:?}"
+                        worst < INT8_BOUND,
+                        "int8 scores at {level:?}, lines {lines}: spans {spans:?} {pad:?} causal {causal}: \
+                         max abs {worst:e}"
                     );
+                    // A row per query, NEON's `sdot` kernel (12 columns) takes blocks of 480 keys
+                    // here, the others 512.
+                    let key_block = |scores| Route { kernel, scores: Some(scores), exact: false }.key_block();
+                    if scores.0.weight_max == model.weight_max
+                        && key_block(scores) == key_block((model, None))
+                    {
+                        assert!(
+                            ours.iter().zip(&program).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "int8 scores at {level:?}, lines {lines}, differ from the tile program's: \
+                             spans {spans:?} {pad:?}"
+                        );
+                    }
                 }
             }
         }

@@ -231,10 +231,10 @@ multiversion! {
 
 /// Copies `rows` (≤ 16) rows of `data`, `ld` apart from row `first`, their values k0..k0 + depth
 /// (depth ≤ 16), into the first lines of `block`: the load half of packing through a 16 × 16 block,
-/// which `multiply_f32`'s rows, `pack_panels`' keys and attention's int8 scores share. Lines past
-/// `rows` and values past `depth` keep what they held.
+/// which `multiply_f32`'s rows and `pack_panels`' keys share. Lines past `rows` and values past
+/// `depth` keep what they held.
 #[inline(always)]
-pub(crate) fn load_block(
+fn load_block(
     block: &mut [[f32; 16]; 16],
     data: &[f32],
     ld: usize,
@@ -499,7 +499,7 @@ impl PackedI8 {
 
     /// Steps of 4 k per panel.
     pub(crate) fn steps(&self) -> usize {
-        self.k_padded / 4
+        self.kernel.steps(self.k)
     }
 
     /// Panel p's weights, its columns' scales and their sums: the operands an [`I8Tile`] takes.

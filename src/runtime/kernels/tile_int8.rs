@@ -282,6 +282,11 @@ impl I8Kernel {
         }
     }
 
+    /// Steps of 4 k that a panel of depth `k` takes: `k` padded to the layout's depth.
+    pub fn steps(&self, k: usize) -> usize {
+        k.div_ceil(self.layout.depth()) * self.layout.depth() / 4
+    }
+
     /// The kernel that packs a level's weights, and computes its products (at `amx`, those too
     /// small for [`I8Kernel::tiles_for_level`]).
     pub fn for_level(level: Level) -> &'static I8Kernel {
