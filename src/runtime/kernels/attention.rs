@@ -1547,16 +1547,20 @@ mod tests {
                 assert!(worst < 3e-4, "bf16 at {a_level:?} and {b_level:?} differ by {worst:e}");
             }
 
-            // int8 scores on every level's int8 kernel, where the level takes them and where it
-            // does not, a line per key (for P·V on an f32 kernel) and a row per query (for P·V on
-            // a bf16 kernel, here the AMX model's); beside the AMX tile program on the model unit
-            // (from 8 rows on, the model as register kernel below), with the same P·V. Kernels of
-            // the same weight range quantize alike and sum exactly, so their scores, and all that
-            // follows in blocks of the same keys, are equal bit for bit, as the linears' are.
+            // int8 scores a line per key (for P·V on an f32 kernel) on every level's int8 kernel,
+            // where the level takes them and where it does not, and a row per query (for P·V on
+            // a bf16 kernel, here the AMX model's) on the levels that have one; beside the AMX
+            // tile program on the model unit (from 8 rows on, the model as register kernel
+            // below), with the same P·V. Kernels of the same weight range quantize alike and sum
+            // exactly, so their scores, and all that follows in blocks of the same keys, are
+            // equal bit for bit, as the linears' are.
             let bf16_model = &crate::runtime::kernels::amx::tests::MODEL_BF16;
-            for kernel in [
-                Kernel::Widened(F32Kernel::for_level(Level::Portable)),
-                Kernel::Native { kernel: bf16_model, tiles: Some((bf16_model, 8)) },
+            let levels = crate::runtime::kernels::tested_levels("int8 scores");
+            let with_bf16: Vec<Level> =
+                levels.iter().copied().filter(|&l| Bf16Kernel::for_level(l).is_some()).collect();
+            for (kernel, levels) in [
+                (Kernel::Widened(F32Kernel::for_level(Level::Portable)), levels.clone()),
+                (Kernel::Native { kernel: bf16_model, tiles: Some((bf16_model, 8)) }, with_bf16),
             ] {
                 let int8 = |scores| {
                     let rotation = Rotation::new(&cos_t, &sin_t).unwrap();
@@ -1568,7 +1572,12 @@ mod tests {
                 let lines = !matches!(kernel, Kernel::Native { .. });
                 let model = &crate::runtime::kernels::amx::tests::MODEL;
                 let program = int8((model, Some((model, 8))));
-                for level in crate::runtime::kernels::tested_levels("int8 scores") {
+                let worst = program.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+                assert!(
+                    worst < INT8_BOUND,
+                    "int8 scores on the tile program, lines {lines}: max abs {worst:e}"
+                );
+                for level in levels {
                     let scores = (I8Kernel::for_level(level), I8Kernel::tiles_for_level(level));
                     let ours = int8(scores);
                     let worst =
