@@ -396,7 +396,14 @@ mod cache_tests {
         let full = step_scores(&model, &source, &tokens, false);
         assert_eq!(cached.len(), tokens.len() + 1);
         for (step, (a, b)) in cached.iter().zip(&full).enumerate() {
-            let diff = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            // NaN where any difference is NaN, which `f32::max` would pass over.
+            let diff = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, |m, e| {
+                if e.is_nan() || e > m {
+                    e
+                } else {
+                    m
+                }
+            });
             assert!(diff < 1e-4, "step {step}: the cached scores differ by {diff}");
         }
         // The recompute is a different computation, not the same one twice: its first pass

@@ -40,7 +40,8 @@ fn the_built_in_model_matches_transformers() {
     let got = classifier.classify(&sentences).unwrap();
     assert_eq!(got.len(), sentences.len());
     for (ours, (sentence, theirs)) in got.iter().zip(&reference) {
-        let worst = ours.logits.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        let worst =
+            crate::support::largest(ours.logits.iter().zip(theirs).map(|(a, b)| f64::from((a - b).abs())));
         assert!(worst <= 1e-4, "{sentence:?}: logits {:?}, transformers {theirs:?}", ours.logits);
         assert_eq!(ours.label, label(theirs), "{sentence:?}");
     }

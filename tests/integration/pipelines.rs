@@ -21,8 +21,11 @@ fn floats(v: &Value) -> Vec<f32> {
 
 fn assert_vec_close(what: &str, ours: &[f32], want: &[f32], tol: f32) {
     assert_eq!(ours.len(), want.len(), "{what}: lengths");
-    let worst = ours.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
-    assert!(worst <= tol, "{what}: max abs diff {worst:e} > {tol:e}\nours {ours:?}\nwant {want:?}");
+    let worst = crate::support::largest(ours.iter().zip(want).map(|(a, b)| f64::from((a - b).abs())));
+    assert!(
+        worst <= f64::from(tol),
+        "{what}: max abs diff {worst:e} > {tol:e}\nours {ours:?}\nwant {want:?}"
+    );
 }
 
 /// On the test device (`ROFORMER_TEST_DEVICE`).
@@ -143,8 +146,9 @@ fn assert_sparse(what: &str, texts: &[&str], ours: &[SparseEmbedding], want: &Va
             .collect();
         let want_indices: Vec<u32> = want.iter().map(|p| p.0).collect();
         assert_eq!(got.indices, want_indices, "{what}, {text:?}: the non-zero entries");
-        let diff =
-            got.values.iter().zip(&want).map(|(a, (_, b))| (a - b).abs() / b.max(1.0)).fold(0f32, f32::max);
+        let diff = crate::support::largest(
+            got.values.iter().zip(&want).map(|(a, (_, b))| f64::from((a - b).abs() / b.max(1.0))),
+        );
         assert!(diff < 1e-5, "{what}, {text:?}: max diff {diff:e}");
         let dense = got.to_dense(dim);
         assert_eq!(dense.iter().filter(|&&v| v != 0.0).count(), want.len());

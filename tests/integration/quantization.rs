@@ -227,7 +227,9 @@ fn long_inputs_keep_f32s_labels_and_their_bounds_at_every_precision() {
         case[key].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
     };
     let largest_change = |a: &[Vec<f64>], b: &[Vec<f64>]| -> f64 {
-        a.iter().zip(b).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs())).fold(0.0, f64::max)
+        crate::support::largest(
+            a.iter().zip(b).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs())),
+        )
     };
     let argmax = |v: &[f64]| (0..v.len()).max_by(|&i, &j| v[i].total_cmp(&v[j])).unwrap();
     let f32_scores: Vec<Vec<f64>> = cases.iter().map(|c| numbers(c, "scores")).collect();

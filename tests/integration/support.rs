@@ -129,7 +129,7 @@ pub fn diffs(ours: &Tensor, reference: &Tensor) -> (f64, f64) {
     assert_eq!(ours.dims(), reference.dims(), "shapes differ");
     let a = ours.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
     let b = reference.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
-    let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let max_abs = largest(a.iter().zip(&b).map(|(x, y)| (x - y).abs()));
     let err: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum::<f64>().sqrt();
     let norm: f64 = b.iter().map(|y| y * y).sum::<f64>().sqrt();
     (max_abs, err / norm.max(f64::MIN_POSITIVE))
@@ -239,4 +239,10 @@ impl Drop for Scratch {
 /// Pipeline options on the test device.
 pub fn on_device() -> roformer::PipelineOptions {
     roformer::PipelineOptions::default().with_device(device().clone())
+}
+
+/// The largest of `errors`, NaN where any is NaN: `f64::max` passes over a NaN, so that a bound
+/// on its result would pass a NaN output.
+pub fn largest(errors: impl IntoIterator<Item = f64>) -> f64 {
+    errors.into_iter().fold(0.0, |most, e| if e.is_nan() || e > most { e } else { most })
 }

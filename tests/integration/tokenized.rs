@@ -23,8 +23,8 @@ fn assert_close(what: &str, ours: &[Vec<f32>], want: &[Vec<f32>], tol: f32) {
     assert_eq!(ours.len(), want.len(), "{what}: rows");
     for (i, (a, b)) in ours.iter().zip(want).enumerate() {
         assert_eq!(a.len(), b.len(), "{what}[{i}]: length");
-        let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
-        assert!(worst <= tol, "{what}[{i}]: max abs diff {worst:e}");
+        let worst = crate::support::largest(a.iter().zip(b).map(|(x, y)| f64::from((x - y).abs())));
+        assert!(worst <= f64::from(tol), "{what}[{i}]: max abs diff {worst:e}");
     }
 }
 

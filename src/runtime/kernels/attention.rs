@@ -1446,6 +1446,12 @@ mod tests {
         assert!((sum as f64 - want_sum).abs() <= want_sum * 1e-4, "sum {sum} against {want_sum}");
     }
 
+    /// The largest |ours − want|, NaN where any is NaN (which `f64::max` would pass over).
+    fn worst_error(ours: &[f32], want: &[f64]) -> f64 {
+        let errors = ours.iter().zip(want).map(|(&a, &b)| (f64::from(a) - b).abs());
+        errors.fold(0.0, |m, e| if e.is_nan() || e > m { e } else { m })
+    }
+
     /// Which tokens of a case are padding.
     #[derive(Debug, Clone, Copy, PartialEq)]
     enum Pad {
@@ -1510,8 +1516,7 @@ mod tests {
                         attention(level, products, &qkv_t, &segments, &rotation, heads, d, rotary_value)
                             .unwrap();
                     let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                    let worst =
-                        ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+                    let worst = worst_error(&ours, &want);
                     assert!(
                         worst < bound,
                         "{level:?} {products:?}: spans {spans:?} {pad:?} causal {causal}: max abs {worst:e}"
@@ -1543,7 +1548,7 @@ mod tests {
                 bf16_outputs.iter().filter(|(l, _)| x86(l) || *l == Level::Portable).collect();
             for pair in same_blocks.windows(2) {
                 let ((a_level, a), (b_level, b)) = (pair[0], pair[1]);
-                let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+                let worst = worst_error(a, &b.iter().map(|&y| f64::from(y)).collect::<Vec<_>>());
                 assert!(worst < 3e-4, "bf16 at {a_level:?} and {b_level:?} differ by {worst:e}");
             }
 
@@ -1572,7 +1577,7 @@ mod tests {
                 let lines = !matches!(kernel, Kernel::Native { .. });
                 let model = &crate::runtime::kernels::amx::tests::MODEL;
                 let program = int8((model, Some((model, 8))));
-                let worst = program.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+                let worst = worst_error(&program, &want);
                 assert!(
                     worst < INT8_BOUND,
                     "int8 scores on the tile program, lines {lines}: max abs {worst:e}"
@@ -1580,8 +1585,7 @@ mod tests {
                 for level in levels {
                     let scores = (I8Kernel::for_level(level), I8Kernel::tiles_for_level(level));
                     let ours = int8(scores);
-                    let worst =
-                        ours.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+                    let worst = worst_error(&ours, &want);
                     assert!(
                         worst < INT8_BOUND,
                         "int8 scores at {level:?}, lines {lines}: spans {spans:?} {pad:?} causal {causal}: \
