@@ -1591,8 +1591,9 @@ mod tests {
                         "int8 scores at {level:?}, lines {lines}: spans {spans:?} {pad:?} causal {causal}: \
                          max abs {worst:e}"
                     );
-                    // A row per query, NEON's `sdot` kernel (12 columns) takes blocks of 480 keys
-                    // here, the others 512.
+                    // Equal only in the same blocks of keys: a row per query, the blocks are a
+                    // multiple of the int8 kernel's panels too (NEON's `sdot`, of 12 columns, would
+                    // take 480 keys here; the x86 kernels' 32, 512).
                     let key_block = |scores| Route { kernel, scores: Some(scores), exact: false }.key_block();
                     if scores.0.weight_max == model.weight_max
                         && key_block(scores) == key_block((model, None))
