@@ -763,6 +763,19 @@ impl Step<'_> {
     }
 }
 
+impl<W> Block<'_, W> {
+    /// The task's queries, `query_stride` apart in the rotated rows, gathered `head_dim` apart,
+    /// as int8 quantizing reads them.
+    fn gathered_queries(&self) -> Vec<f32> {
+        let d = self.head_dim;
+        let mut queries = vec![0f32; self.rows * d];
+        for (r, row) in queries.chunks_exact_mut(d).enumerate() {
+            row.copy_from_slice(&self.queries[r * self.query_stride..][..d]);
+        }
+        queries
+    }
+}
+
 impl<W: PanelValue> Block<'_, W> {
     /// Per block of `key_block` keys, whether to compute it: a block whose every key is padding,
     /// or after the last query under the causal mask, adds weights of exactly 0 (e^(s + f32::MIN
@@ -1021,12 +1034,7 @@ impl<'a> Int8Scores<'a> {
         let (rows, d) = (block.rows, block.head_dim);
         let (kernel, program) = pick(kernel, tiles, rows);
         let tiles = balanced_or_whole(rows, kernel.mr, !program);
-        // Rows `query_stride` apart, gathered as the quantizing reads them: d apart.
-        let mut queries = vec![0f32; rows * d];
-        for (r, row) in queries.chunks_exact_mut(d).enumerate() {
-            row.copy_from_slice(&block.queries[r * block.query_stride..][..d]);
-        }
-        let queries = QuantizedRows::new(kernel, &tiles, &queries, d, keys.steps());
+        let queries = QuantizedRows::new(kernel, &tiles, &block.gathered_queries(), d, keys.steps());
         Self { kernel, keys, queries }
     }
 
@@ -1068,12 +1076,8 @@ impl<'a> Int8Lines<'a> {
         let Int8Keys::Rows { kernel, keys, tiles_per_block } = keys else {
             unreachable!("the f32 kernels read int8 scores a line per key")
         };
-        let (rows, d) = (block.rows, block.head_dim);
-        let mut queries = vec![0f32; rows * d];
-        for (r, row) in queries.chunks_exact_mut(d).enumerate() {
-            row.copy_from_slice(&block.queries[r * block.query_stride..][..d]);
-        }
-        let queries = PackedI8::for_kernels(kernel, None, &queries, rows, d);
+        let queries =
+            PackedI8::for_kernels(kernel, None, &block.gathered_queries(), block.rows, block.head_dim);
         Self { kernel, keys, tiles_per_block: *tiles_per_block, queries }
     }
 

@@ -465,7 +465,7 @@ impl PackedI8 {
             );
         }
         let (nr, layout) = (kernel.nr, kernel.layout);
-        let k_padded = k.div_ceil(layout.depth()) * layout.depth();
+        let k_padded = kernel.steps(k) * 4;
         let count = n.div_ceil(nr);
         let mut panels = Aligned::zeros(count * k_padded * nr);
         // Columns past n keep scale 1 and sum 0, as quantizing zero padding gives.
@@ -499,7 +499,7 @@ impl PackedI8 {
 
     /// Steps of 4 k per panel.
     pub(crate) fn steps(&self) -> usize {
-        self.kernel.steps(self.k)
+        self.k_padded / 4
     }
 
     /// Panel p's weights, its columns' scales and their sums: the operands an [`I8Tile`] takes.

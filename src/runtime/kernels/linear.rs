@@ -128,7 +128,7 @@ fn rows_of(xs: &Tensor, k: usize, n: usize) -> Result<(Tensor, usize, Vec<usize>
     let dims = xs.dims();
     if dims.last() != Some(&k) {
         candle_bail!(
-            "linear: input {dims:?} ({:?} on {:?}) does not fit a packed ({n}, {k}) f32 weight",
+            "linear: input {dims:?} ({:?} on {:?}) does not fit a packed ({n}, {k}) weight",
             xs.dtype(),
             xs.device()
         )
