@@ -396,14 +396,8 @@ mod cache_tests {
         let full = step_scores(&model, &source, &tokens, false);
         assert_eq!(cached.len(), tokens.len() + 1);
         for (step, (a, b)) in cached.iter().zip(&full).enumerate() {
-            // NaN where any difference is NaN, which `f32::max` would pass over.
-            let diff = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, |m, e| {
-                if e.is_nan() || e > m {
-                    e
-                } else {
-                    m
-                }
-            });
+            let diff =
+                crate::runtime::kernels::largest(a.iter().zip(b).map(|(x, y)| f64::from((x - y).abs())));
             assert!(diff < 1e-4, "step {step}: the cached scores differ by {diff}");
         }
         // The recompute is a different computation, not the same one twice: its first pass

@@ -402,6 +402,13 @@ pub(crate) fn not_run_here(what: &str) {
     }
 }
 
+/// The largest of `errors`, NaN where any is NaN: `f64::max` passes over a NaN, so that a bound
+/// on its result would pass a NaN output.
+#[cfg(test)]
+pub(crate) fn largest(errors: impl IntoIterator<Item = f64>) -> f64 {
+    errors.into_iter().fold(0.0, |most, e| if e.is_nan() || e > most { e } else { most })
+}
+
 /// Reproducible values in [-0.5, 0.5) for kernel tests and probes.
 pub(crate) fn noise(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
